@@ -1,0 +1,55 @@
+// fabrix::completion — one finished operation, as returned by domain::poll.
+#pragma once
+
+#include <fabrix/status.hpp>
+
+#include <cstdint>
+#include <string_view>
+
+namespace fabrix {
+
+enum class opcode : std::uint8_t {
+  write,
+  read,
+  write_with_imm,
+  fetch_add,
+  compare_swap,
+  send,
+  recv,
+  flush,
+  // Target side: a peer's write_with_imm has landed; `imm` is its value and
+  // `bytes` the size of the write. It carries no token (token == 0).
+  remote_write_imm,
+};
+
+constexpr std::string_view to_string(opcode op) noexcept {
+  switch (op) {
+    case opcode::write: return "write";
+    case opcode::read: return "read";
+    case opcode::write_with_imm: return "write_with_imm";
+    case opcode::fetch_add: return "fetch_add";
+    case opcode::compare_swap: return "compare_swap";
+    case opcode::send: return "send";
+    case opcode::recv: return "recv";
+    case opcode::flush: return "flush";
+    case opcode::remote_write_imm: return "remote_write_imm";
+  }
+  return "unknown";
+}
+
+namespace detail {
+// completion::flags bits, internal to fabrix.
+inline constexpr std::uint8_t flag_awaited = 1;  // token is a detail::op_awaiter_base*
+}  // namespace detail
+
+struct completion {
+  std::uint64_t token = 0;       // the caller's token, returned unchanged
+  std::uint64_t bytes = 0;       // bytes moved (received, for recv)
+  fabrix::status status = status::ok;
+  fabrix::opcode op = opcode::write;
+  std::uint8_t flags = 0;        // internal routing bits; leave zero
+  std::uint32_t imm = 0;         // write_with_imm / remote_write_imm value
+  std::int32_t native_code = 0;  // provider's own code when status is an error
+};
+
+}  // namespace fabrix

@@ -1,0 +1,22 @@
+// fabrix::domain_options — how to open a domain, for every provider.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace fabrix {
+
+struct domain_options {
+  // Which provider any_provider / fabrix::open() picks: a name ("ucx",
+  // "verbs", ...) or "auto" (the best registered one). Static providers ignore it.
+  std::string provider = "auto";
+  // Provider-specific transport selection; empty means the provider's default.
+  // UCX: a UCX_TLS list ("tcp", "sysv,posix,cma", ...); libfabric: a provider name.
+  std::string transport;
+  // Device name ("mlx5_0", "eth0", ...); empty means the provider's choice.
+  std::string device;
+  // Operations in flight per domain before posting returns status::again.
+  std::size_t max_outstanding = 8192;
+};
+
+}  // namespace fabrix
