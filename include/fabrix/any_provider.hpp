@@ -1,0 +1,209 @@
+// fabrix::any_provider — the runtime-chosen provider. It satisfies the same
+// `provider` concept as the static ones (a static_assert below proves it), so
+// `template <provider P>` code runs unchanged with static or runtime choice.
+// Each call is one virtual dispatch into the chosen provider; operations the
+// provider lacks return status::unsupported instead of failing to compile.
+//
+// Providers join the registry when their header is included (e.g.
+// <fabrix/ucx.hpp> registers "ucx"). fabrix::open("ucx") opens that one;
+// fabrix::open("auto") opens the registered provider with the highest
+// priority that opens successfully on this machine.
+#pragma once
+
+#include <fabrix/concepts.hpp>
+#include <fabrix/domain.hpp>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fabrix {
+
+namespace detail {
+
+struct any_region_base {
+  virtual ~any_region_base() = default;
+  virtual const remote_buffer& remote() const noexcept = 0;
+  virtual void* descriptor() const noexcept = 0;
+};
+
+struct any_endpoint_base {
+  virtual ~any_endpoint_base() = default;
+  virtual status post(std::span<const operation> ops, std::size_t& posted) = 0;
+};
+
+struct any_domain_base {
+  virtual ~any_domain_base() = default;
+  virtual result<std::unique_ptr<any_region_base>> register_memory(void* addr, std::size_t len, memory_location where,
+                                                                   access rights) = 0;
+  virtual std::size_t poll(std::span<completion> out) = 0;
+  virtual status wait(std::chrono::milliseconds timeout) = 0;
+  virtual result<std::vector<std::byte>> address() const = 0;
+  virtual result<std::unique_ptr<any_endpoint_base>> connect(std::span<const std::byte> peer) = 0;
+  virtual provider_id provider() const noexcept = 0;
+  virtual capabilities runtime_caps() const noexcept = 0;
+  virtual std::string describe() const = 0;
+};
+
+template <provider P>
+struct any_region_model final : any_region_base {
+  explicit any_region_model(typename P::region_impl r) : impl(std::move(r)) {}
+  const remote_buffer& remote() const noexcept override { return impl.remote(); }
+  void* descriptor() const noexcept override { return impl.descriptor(); }
+  typename P::region_impl impl;
+};
+
+template <provider P>
+struct any_endpoint_model final : any_endpoint_base {
+  explicit any_endpoint_model(typename P::endpoint_impl e) : impl(std::move(e)) {}
+  status post(std::span<const operation> ops, std::size_t& posted) override { return impl.post(ops, posted); }
+  typename P::endpoint_impl impl;
+};
+
+template <provider P>
+struct any_domain_model final : any_domain_base {
+  explicit any_domain_model(typename P::domain_impl d) : impl(std::move(d)) {}
+  result<std::unique_ptr<any_region_base>> register_memory(void* addr, std::size_t len, memory_location where,
+                                                           access rights) override {
+    auto r = impl.register_memory(addr, len, where, rights);
+    if (!r) return unexpected(std::move(r).error());
+    return std::unique_ptr<any_region_base>(new any_region_model<P>(std::move(*r)));
+  }
+  std::size_t poll(std::span<completion> out) override { return impl.poll(out); }
+  status wait(std::chrono::milliseconds timeout) override { return impl.wait(timeout); }
+  result<std::vector<std::byte>> address() const override { return impl.address(); }
+  result<std::unique_ptr<any_endpoint_base>> connect(std::span<const std::byte> peer) override {
+    auto e = impl.connect(peer);
+    if (!e) return unexpected(std::move(e).error());
+    return std::unique_ptr<any_endpoint_base>(new any_endpoint_model<P>(std::move(*e)));
+  }
+  provider_id provider() const noexcept override { return impl.provider(); }
+  capabilities runtime_caps() const noexcept override { return impl.runtime_caps(); }
+  std::string describe() const override { return impl.describe(); }
+  typename P::domain_impl impl;
+};
+
+struct provider_entry {
+  std::string_view name;
+  int priority;  // "auto" tries higher first
+  result<std::unique_ptr<any_domain_base>> (*open)(const domain_options&);
+};
+
+// Function-local static: safe to use from other headers' static initialisers.
+inline std::vector<provider_entry>& provider_registry() {
+  static std::vector<provider_entry> entries;
+  return entries;
+}
+
+template <provider P>
+result<std::unique_ptr<any_domain_base>> open_erased(const domain_options& opts) {
+  auto d = P::domain_impl::create(opts);
+  if (!d) return unexpected(std::move(d).error());
+  return std::unique_ptr<any_domain_base>(new any_domain_model<P>(std::move(*d)));
+}
+
+// Adds P under P::name; returns true so a header can use it as an initialiser.
+template <provider P>
+bool register_provider(int priority) {
+  auto& r = provider_registry();
+  if (std::none_of(r.begin(), r.end(), [](const provider_entry& e) { return e.name == P::name; }))
+    r.push_back({P::name, priority, &open_erased<P>});
+  return true;
+}
+
+}  // namespace detail
+
+struct any_provider {
+  static constexpr std::string_view name = "any";
+  // Everything may be available; the chosen provider decides at run time.
+  static constexpr capabilities caps{.rma = true, .write_with_imm = true, .atomics = true, .send_recv = true,
+                                     .gpu = gpu_path::direct, .max_sge = 1024, .needs_target_progress = true};
+
+  class region_impl {
+   public:
+    explicit region_impl(std::unique_ptr<detail::any_region_base> r) : r_(std::move(r)) {}
+    const remote_buffer& remote() const noexcept { return r_->remote(); }
+    void* descriptor() const noexcept { return r_->descriptor(); }
+
+   private:
+    std::unique_ptr<detail::any_region_base> r_;
+  };
+
+  class endpoint_impl {
+   public:
+    explicit endpoint_impl(std::unique_ptr<detail::any_endpoint_base> e) : e_(std::move(e)) {}
+    status post(std::span<const operation> ops, std::size_t& posted) { return e_->post(ops, posted); }
+
+   private:
+    std::unique_ptr<detail::any_endpoint_base> e_;
+  };
+
+  class domain_impl {
+   public:
+    // opts.provider: a registered name or "auto".
+    static result<domain_impl> create(const domain_options& opts) {
+      auto entries = detail::provider_registry();
+      std::sort(entries.begin(), entries.end(),
+                [](const detail::provider_entry& a, const detail::provider_entry& b) { return a.priority > b.priority; });
+      const bool pick_best = opts.provider.empty() || opts.provider == "auto";
+      std::string tried;
+      for (const auto& e : entries) {
+        if (!pick_best && e.name != opts.provider) continue;
+        auto d = e.open(opts);
+        if (d) return domain_impl(std::move(*d));
+        if (!pick_best) return unexpected(std::move(d).error());
+        tried += std::string(tried.empty() ? "" : "; ") + d.error().describe();
+      }
+      if (!pick_best)
+        return unexpected(status::unsupported, "provider '" + opts.provider +
+                                                   "' is not registered (include its header, e.g. <fabrix/ucx.hpp>)");
+      return unexpected(status::unsupported,
+                        tried.empty() ? "no provider is registered (include a provider header)" : "no provider opened: " + tried);
+    }
+
+    result<region_impl> register_memory(void* addr, std::size_t len, memory_location where, access rights) {
+      auto r = d_->register_memory(addr, len, where, rights);
+      if (!r) return unexpected(std::move(r).error());
+      return region_impl(std::move(*r));
+    }
+    std::size_t poll(std::span<completion> out) { return d_->poll(out); }
+    status wait(std::chrono::milliseconds timeout) { return d_->wait(timeout); }
+    result<std::vector<std::byte>> address() const { return d_->address(); }
+    result<endpoint_impl> connect(std::span<const std::byte> peer) {
+      auto e = d_->connect(peer);
+      if (!e) return unexpected(std::move(e).error());
+      return endpoint_impl(std::move(*e));
+    }
+    provider_id provider() const noexcept { return d_->provider(); }
+    capabilities runtime_caps() const noexcept { return d_->runtime_caps(); }
+    std::string describe() const { return d_->describe(); }
+
+   private:
+    explicit domain_impl(std::unique_ptr<detail::any_domain_base> d) : d_(std::move(d)) {}
+    std::unique_ptr<detail::any_domain_base> d_;
+  };
+};
+
+static_assert(provider<any_provider>, "any_provider must satisfy the provider concept");
+
+using any_domain = domain<any_provider>;
+
+// Opens a domain of the named provider ("auto" for the best available).
+inline result<any_domain> open(std::string_view name, domain_options opts = {}) {
+  opts.provider = std::string(name);
+  return any_domain::create(opts);
+}
+
+// Names of the providers compiled into this program, best first.
+inline std::vector<std::string_view> registered_providers() {
+  auto entries = detail::provider_registry();
+  std::sort(entries.begin(), entries.end(),
+            [](const detail::provider_entry& a, const detail::provider_entry& b) { return a.priority > b.priority; });
+  std::vector<std::string_view> names;
+  for (const auto& e : entries) names.push_back(e.name);
+  return names;
+}
+
+}  // namespace fabrix

@@ -1,0 +1,73 @@
+// fabrix::provider — the contract every provider fulfils. A provider is a tag
+// type with three implementation types; the core templates (domain<P>,
+// queue_pair<P>, memory_region<P>) wrap them, validate arguments and route
+// completions, so providers see only well-formed operations.
+//
+//   P::name, P::id, P::caps           constexpr identity and capabilities
+//   P::domain_impl                    device + completion queue + progress
+//     static create(const domain_options&) -> result<domain_impl>
+//     register_memory(addr, len, memory_location, access) -> result<region_impl>
+//     poll(span<completion>) -> size_t   progress, then fill finished ops
+//     wait(milliseconds) -> status       block on the provider's event fd
+//     address() -> result<vector<byte>>  what a peer passes to connect()
+//     connect(span<const byte>) -> result<endpoint_impl>
+//     provider(), runtime_caps(), describe()
+//   P::endpoint_impl                  a connected endpoint to one peer
+//     post(span<const operation>, size_t& posted) -> status
+//       operations arrive validated (ranges, rights, alignment, provider ids);
+//       on status::again or an error, `posted` says how many went out.
+//   P::region_impl                    a registration
+//     remote() -> const remote_buffer&, descriptor() -> void*
+//
+// Lifetime: a domain outlives its endpoints and regions. Threading: one
+// domain and everything made from it is used by one thread at a time.
+#pragma once
+
+#include <fabrix/capabilities.hpp>
+#include <fabrix/completion.hpp>
+#include <fabrix/domain_options.hpp>
+#include <fabrix/memory.hpp>
+#include <fabrix/operation.hpp>
+#include <fabrix/remote_buffer.hpp>
+#include <fabrix/result.hpp>
+
+#include <chrono>
+#include <concepts>
+#include <cstddef>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fabrix {
+
+template <class P>
+concept provider =
+    requires {
+      { P::name } -> std::convertible_to<std::string_view>;
+      { P::caps } -> std::convertible_to<capabilities>;
+      typename P::domain_impl;
+      typename P::endpoint_impl;
+      typename P::region_impl;
+    } &&
+    std::movable<typename P::domain_impl> && std::movable<typename P::endpoint_impl> &&
+    std::movable<typename P::region_impl> &&
+    requires(typename P::domain_impl& d, const typename P::domain_impl& cd, typename P::endpoint_impl& e,
+             const typename P::region_impl& r, std::span<completion> out, std::span<const operation> ops,
+             std::size_t& posted, void* addr, std::size_t len, memory_location loc, access rights,
+             std::span<const std::byte> peer, const domain_options& opts, std::chrono::milliseconds timeout) {
+      { P::domain_impl::create(opts) } -> std::same_as<result<typename P::domain_impl>>;
+      { d.register_memory(addr, len, loc, rights) } -> std::same_as<result<typename P::region_impl>>;
+      { d.poll(out) } -> std::same_as<std::size_t>;
+      { d.wait(timeout) } -> std::same_as<status>;
+      { cd.address() } -> std::same_as<result<std::vector<std::byte>>>;
+      { d.connect(peer) } -> std::same_as<result<typename P::endpoint_impl>>;
+      { cd.provider() } -> std::same_as<provider_id>;
+      { cd.runtime_caps() } -> std::same_as<capabilities>;
+      { cd.describe() } -> std::convertible_to<std::string>;
+      { e.post(ops, posted) } -> std::same_as<status>;
+      { r.remote() } -> std::same_as<const remote_buffer&>;
+      { r.descriptor() } -> std::same_as<void*>;
+    };
+
+}  // namespace fabrix

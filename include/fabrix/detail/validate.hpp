@@ -1,0 +1,78 @@
+// The argument checks every provider relies on: done once, in the core,
+// before an operation reaches a provider.
+#pragma once
+
+#include <fabrix/capabilities.hpp>
+#include <fabrix/operation.hpp>
+
+#include <cstdint>
+
+namespace fabrix::detail {
+
+inline bool fits(std::uint64_t offset, std::uint64_t length, std::uint64_t size) noexcept {
+  return offset <= size && length <= size - offset;
+}
+
+inline access rights_needed(opcode op) noexcept {
+  switch (op) {
+    case opcode::write:
+    case opcode::write_with_imm: return access::remote_write;
+    case opcode::read: return access::remote_read;
+    case opcode::fetch_add:
+    case opcode::compare_swap: return access::remote_atomic;
+    default: return access::local;
+  }
+}
+
+inline bool uses_remote(opcode op) noexcept {
+  return op != opcode::send && op != opcode::recv && op != opcode::flush;
+}
+
+inline status check_caps(opcode op, const capabilities& caps) noexcept {
+  switch (op) {
+    case opcode::write:
+    case opcode::read: return caps.rma ? status::ok : status::unsupported;
+    case opcode::write_with_imm: return caps.write_with_imm ? status::ok : status::unsupported;
+    case opcode::fetch_add:
+    case opcode::compare_swap: return caps.atomics ? status::ok : status::unsupported;
+    case opcode::send:
+    case opcode::recv: return caps.send_recv ? status::ok : status::unsupported;
+    case opcode::flush: return status::ok;
+    case opcode::remote_write_imm: return status::invalid_argument;  // not postable
+  }
+  return status::invalid_argument;
+}
+
+// Checks one operation against the provider `self` and its capabilities.
+// Returns ok, or the error the caller sees: unsupported, invalid_argument
+// (foreign provider, bad sizes, unaligned atomics), out_of_range (a slice
+// outside its region), access_denied (rights the remote region lacks).
+inline status validate(const operation& o, provider_id self, const capabilities& caps) noexcept {
+  if (status s = check_caps(o.code, caps); s != status::ok) return s;
+  if (o.code == opcode::flush) return status::ok;
+
+  const auto locals = o.locals();
+  if (locals.size() > caps.max_sge) return status::invalid_argument;
+  for (const auto& l : locals) {
+    if (!l.valid) return status::out_of_range;
+    if (l.provider != self) return status::invalid_argument;
+  }
+  if (!uses_remote(o.code)) return status::ok;
+
+  const remote_buffer* rb = o.remote.buffer;
+  if (rb == nullptr || rb->provider != self) return status::invalid_argument;
+  if (!fits(o.remote.offset, o.remote.length, rb->length)) return status::out_of_range;
+  if (!allows(rb->rights, rights_needed(o.code))) return status::access_denied;
+
+  if (o.code == opcode::fetch_add || o.code == opcode::compare_swap) {
+    const std::uint64_t raddr = rb->address + o.remote.offset;
+    const auto laddr = reinterpret_cast<std::uintptr_t>(locals[0].address);
+    if (locals.size() != 1 || locals[0].length != 8 || o.remote.length != 8) return status::invalid_argument;
+    if (raddr % 8 != 0 || laddr % 8 != 0) return status::invalid_argument;
+    return status::ok;
+  }
+  if (o.local_bytes() != o.remote.length) return status::invalid_argument;
+  return status::ok;
+}
+
+}  // namespace fabrix::detail

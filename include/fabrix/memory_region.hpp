@@ -1,0 +1,48 @@
+// fabrix::memory_region<P> — a registered, contiguous buffer. Move-only; the
+// registration is released when it is destroyed. Must not outlive its domain,
+// and must outlive every operation that uses its slices.
+#pragma once
+
+#include <fabrix/concepts.hpp>
+#include <fabrix/local_slice.hpp>
+#include <fabrix/remote_buffer.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
+namespace fabrix {
+
+template <provider P>
+class memory_region {
+ public:
+  explicit memory_region(typename P::region_impl impl) : impl_(std::move(impl)) {}
+
+  std::byte* data() const noexcept { return reinterpret_cast<std::byte*>(remote().address); }
+  std::size_t size() const noexcept { return static_cast<std::size_t>(remote().length); }
+  memory_location location() const noexcept { return remote().location; }
+  access rights() const noexcept { return remote().rights; }
+
+  // A range for local use in operations. Out of range gives a slice whose
+  // use returns status::out_of_range (valid == false).
+  local_slice slice(std::uint64_t offset, std::uint64_t length) const noexcept {
+    const remote_buffer& rb = remote();
+    local_slice s{nullptr, length, impl_.descriptor(), rb.provider, rb.location, false};
+    if (offset <= rb.length && length <= rb.length - offset) {
+      s.address = data() + offset;
+      s.valid = true;
+    }
+    return s;
+  }
+  local_slice whole() const noexcept { return slice(0, size()); }
+
+  // What a peer needs to target this region; send it with encode() or exchange().
+  const remote_buffer& remote() const noexcept { return impl_.remote(); }
+
+  typename P::region_impl& native() noexcept { return impl_; }
+
+ private:
+  typename P::region_impl impl_;
+};
+
+}  // namespace fabrix

@@ -1,0 +1,158 @@
+// fabrix::queue_pair<P> — a connected endpoint to one peer.
+//
+// Every operation takes local slice(s), a remote slice and a caller token
+// (returned unchanged in the operation's completion) and returns a status at
+// once: ok (posted; its completion will come from domain::poll), again
+// (back-pressure: poll and post again) or an error (nothing was posted and no
+// completion will come). Failures after posting arrive in the completion.
+// The overloads without a token return an awaitable: `co_await qp.write(a, b)`
+// yields the completion.
+//
+// Ordering: operations on one queue_pair are not ordered with each other,
+// except that write_with_imm's notification is delivered to the target only
+// after its data is in place, and flush completes only after every operation
+// posted before it on this queue_pair is complete at the target.
+//
+// Threading: used by the thread that polls its domain. Lifetime: must not
+// outlive its domain.
+#pragma once
+
+#include <fabrix/concepts.hpp>
+#include <fabrix/detail/awaiter.hpp>
+#include <fabrix/detail/validate.hpp>
+#include <fabrix/operation.hpp>
+
+#include <coroutine>
+#include <cstdint>
+#include <span>
+#include <utility>
+
+namespace fabrix {
+
+// What a batched post did: `posted` operations went out (in order); when
+// status is not ok, the operation at index `posted` is the one that was
+// refused and none after it was posted.
+struct post_result {
+  fabrix::status status = status::ok;
+  std::size_t posted = 0;
+};
+
+template <provider P>
+class queue_pair;
+
+// co_await-able form of one operation. Posting happens in await_suspend; a
+// refused post resumes at once with the refusal as the completion's status.
+template <provider P>
+class [[nodiscard]] op_awaitable : private detail::op_awaiter_base {
+ public:
+  op_awaitable(queue_pair<P>& qp, const operation& o) : qp_(&qp), op_(o) {}
+  op_awaitable(const op_awaitable&) = delete;
+  op_awaitable& operator=(const op_awaitable&) = delete;
+
+  bool await_ready() const noexcept { return false; }
+  bool await_suspend(std::coroutine_handle<> h) {
+    waiting = h;
+    op_.token = as_token();
+    op_.flags |= detail::flag_awaited;
+    const status s = qp_->post(op_);
+    if (s == status::ok) return true;
+    result = completion{.status = s, .op = op_.code};
+    return false;
+  }
+  completion await_resume() const noexcept { return result; }
+
+ private:
+  queue_pair<P>* qp_;
+  operation op_;
+};
+
+template <provider P>
+class queue_pair {
+ public:
+  using provider_type = P;
+
+  queue_pair(typename P::endpoint_impl impl, provider_id id, capabilities caps)
+      : impl_(std::move(impl)), id_(id), caps_(caps) {}
+
+  // --- posting with a token ------------------------------------------------
+  status write(const local_slice& src, remote_slice dst, std::uint64_t token) {
+    return post(op::write(src, dst, token));
+  }
+  status write(std::span<const local_slice> src, remote_slice dst, std::uint64_t token) {
+    return post(op::write(src, dst, token));
+  }
+  status read(const local_slice& dst, remote_slice src, std::uint64_t token) {
+    return post(op::read(dst, src, token));
+  }
+  status read(std::span<const local_slice> dst, remote_slice src, std::uint64_t token) {
+    return post(op::read(dst, src, token));
+  }
+  status write_with_imm(const local_slice& src, remote_slice dst, std::uint32_t imm, std::uint64_t token) {
+    static_assert(P::caps.write_with_imm, "fabrix: this provider has no write_with_imm (P::caps.write_with_imm)");
+    return post(op::write_with_imm(src, dst, imm, token));
+  }
+  // 8-byte, 8-aligned; the previous remote value lands in `result8`.
+  status fetch_add(const local_slice& result8, remote_slice target8, std::uint64_t add, std::uint64_t token) {
+    static_assert(P::caps.atomics, "fabrix: this provider has no atomics (P::caps.atomics)");
+    return post(op::fetch_add(result8, target8, add, token));
+  }
+  status compare_swap(const local_slice& result8, remote_slice target8, std::uint64_t expected,
+                      std::uint64_t desired, std::uint64_t token) {
+    static_assert(P::caps.atomics, "fabrix: this provider has no atomics (P::caps.atomics)");
+    return post(op::compare_swap(result8, target8, expected, desired, token));
+  }
+  // Two-sided: a send matches the peer's oldest posted recv on this queue
+  // pair; a message longer than the recv buffer completes it with truncated.
+  status send(const local_slice& src, std::uint64_t token) {
+    static_assert(P::caps.send_recv, "fabrix: this provider has no send/recv (P::caps.send_recv)");
+    return post(op::send(src, token));
+  }
+  status recv(const local_slice& dst, std::uint64_t token) {
+    static_assert(P::caps.send_recv, "fabrix: this provider has no send/recv (P::caps.send_recv)");
+    return post(op::recv(dst, token));
+  }
+  status flush(std::uint64_t token) { return post(op::flush(token)); }
+
+  // --- awaitable forms -----------------------------------------------------
+  op_awaitable<P> write(const local_slice& src, remote_slice dst) { return {*this, op::write(src, dst, 0)}; }
+  op_awaitable<P> read(const local_slice& dst, remote_slice src) { return {*this, op::read(dst, src, 0)}; }
+  op_awaitable<P> write_with_imm(const local_slice& src, remote_slice dst, std::uint32_t imm) {
+    return {*this, op::write_with_imm(src, dst, imm, 0)};
+  }
+  op_awaitable<P> fetch_add(const local_slice& result8, remote_slice target8, std::uint64_t add) {
+    return {*this, op::fetch_add(result8, target8, add, 0)};
+  }
+  op_awaitable<P> compare_swap(const local_slice& result8, remote_slice target8, std::uint64_t expected,
+                               std::uint64_t desired) {
+    return {*this, op::compare_swap(result8, target8, expected, desired, 0)};
+  }
+  op_awaitable<P> send(const local_slice& src) { return {*this, op::send(src, 0)}; }
+  op_awaitable<P> recv(const local_slice& dst) { return {*this, op::recv(dst, 0)}; }
+  op_awaitable<P> flush() { return {*this, op::flush(0)}; }
+
+  // --- batches ---------------------------------------------------------------
+  // Validates every operation first: if one is invalid nothing is posted and
+  // `posted` is its index. Otherwise posts in order (one provider call).
+  post_result post(std::span<const operation> ops) {
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      if (status s = detail::validate(ops[i], id_, caps_); s != status::ok) return {s, i};
+    }
+    std::size_t posted = 0;
+    const status s = impl_.post(ops, posted);
+    return {s, posted};
+  }
+  status post(const operation& o) {
+    if (status s = detail::validate(o, id_, caps_); s != status::ok) return s;
+    std::size_t posted = 0;
+    return impl_.post(std::span<const operation>(&o, 1), posted);
+  }
+
+  typename P::endpoint_impl& native() noexcept { return impl_; }
+
+ private:
+  typename P::endpoint_impl impl_;
+  provider_id id_;
+  capabilities caps_;
+};
+
+}  // namespace fabrix
