@@ -118,8 +118,13 @@ bool register_provider(int priority) {
 struct any_provider {
   static constexpr std::string_view name = "any";
   // Everything may be available; the chosen provider decides at run time.
-  static constexpr capabilities caps{.rma = true, .write_with_imm = true, .atomics = true, .send_recv = true,
-                                     .gpu = gpu_path::direct, .max_sge = 1024, .needs_target_progress = true};
+  static constexpr capabilities caps{.rma = true,
+                                     .write_with_imm = true,
+                                     .atomics = true,
+                                     .send_recv = true,
+                                     .gpu = gpu_path::direct,
+                                     .max_sge = 1024,
+                                     .needs_target_progress = true};
 
   class region_impl {
    public:
@@ -145,8 +150,9 @@ struct any_provider {
     // opts.provider: a registered name or "auto".
     static result<domain_impl> create(const domain_options& opts) {
       auto entries = detail::provider_registry();
-      std::sort(entries.begin(), entries.end(),
-                [](const detail::provider_entry& a, const detail::provider_entry& b) { return a.priority > b.priority; });
+      std::sort(entries.begin(), entries.end(), [](const detail::provider_entry& a, const detail::provider_entry& b) {
+        return a.priority > b.priority;
+      });
       const bool pick_best = opts.provider.empty() || opts.provider == "auto";
       std::string tried;
       for (const auto& e : entries) {
@@ -159,8 +165,8 @@ struct any_provider {
       if (!pick_best)
         return unexpected(status::unsupported, "provider '" + opts.provider +
                                                    "' is not registered (include its header, e.g. <fabrix/ucx.hpp>)");
-      return unexpected(status::unsupported,
-                        tried.empty() ? "no provider is registered (include a provider header)" : "no provider opened: " + tried);
+      return unexpected(status::unsupported, tried.empty() ? "no provider is registered (include a provider header)"
+                                                           : "no provider opened: " + tried);
     }
 
     result<region_impl> register_memory(void* addr, std::size_t len, memory_location where, access rights) {

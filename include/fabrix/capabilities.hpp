@@ -27,8 +27,7 @@ constexpr std::string_view to_string(provider_id p) noexcept {
 }
 
 constexpr bool is_known(provider_id p) noexcept {
-  return p == provider_id::ucx || p == provider_id::verbs || p == provider_id::ofi ||
-         p == provider_id::cuda_ipc;
+  return p == provider_id::ucx || p == provider_id::verbs || p == provider_id::ofi || p == provider_id::cuda_ipc;
 }
 
 // How a provider reaches GPU memory.
@@ -43,12 +42,12 @@ enum class gpu_path : std::uint8_t {
 // any_provider they are known at run time only and the operation returns
 // status::unsupported.
 struct capabilities {
-  bool rma = true;            // write, read
-  bool write_with_imm = true; // write + 32-bit notification after the data
-  bool atomics = true;        // 8-byte fetch_add, compare_swap
-  bool send_recv = true;      // small two-sided messages
+  bool rma = true;             // write, read
+  bool write_with_imm = true;  // write + 32-bit notification after the data
+  bool atomics = true;         // 8-byte fetch_add, compare_swap
+  bool send_recv = true;       // small two-sided messages
   gpu_path gpu = gpu_path::none;
-  std::uint32_t max_sge = 16;  // local slices per write/read
+  std::uint32_t max_sge = 16;          // local slices per write/read
   bool needs_target_progress = false;  // one-sided ops complete only while the target polls
 };
 

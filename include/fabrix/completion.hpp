@@ -43,8 +43,8 @@ inline constexpr std::uint8_t flag_awaited = 1;  // token is a detail::op_awaite
 }  // namespace detail
 
 struct completion {
-  std::uint64_t token = 0;       // the caller's token, returned unchanged
-  std::uint64_t bytes = 0;       // bytes moved (received, for recv)
+  std::uint64_t token = 0;  // the caller's token, returned unchanged
+  std::uint64_t bytes = 0;  // bytes moved (received, for recv)
   fabrix::status status = status::ok;
   fabrix::opcode op = opcode::write;
   std::uint8_t flags = 0;        // internal routing bits; leave zero

@@ -41,6 +41,8 @@
 
 namespace fabrix {
 
+// (clang-format 14 mangles requires-expressions)
+// clang-format off
 template <class P>
 concept provider =
     requires {
@@ -69,5 +71,6 @@ concept provider =
       { r.remote() } -> std::same_as<const remote_buffer&>;
       { r.descriptor() } -> std::same_as<void*>;
     };
+// clang-format on
 
 }  // namespace fabrix

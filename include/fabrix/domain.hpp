@@ -56,9 +56,7 @@ class domain {
   // Drives progress and returns how many entries of `out` it filled.
   // Completions of awaited operations resume their coroutines here, on this
   // thread, and are not returned.
-  std::size_t poll(std::span<completion> out) {
-    return detail::route_completions(out.data(), impl_.poll(out));
-  }
+  std::size_t poll(std::span<completion> out) { return detail::route_completions(out.data(), impl_.poll(out)); }
   // Blocks until a completion may be ready (ok) or `timeout` passes
   // (timed_out). Call poll() afterwards.
   status wait(std::chrono::milliseconds timeout) { return impl_.wait(timeout); }

@@ -13,8 +13,8 @@ namespace fabrix {
 
 struct error {
   fabrix::status code = status::provider_error;
-  std::string provider;   // "ucx", "bootstrap", ... ; empty for core checks
-  long native_code = 0;   // the provider's own code, 0 when there is none
+  std::string provider;  // "ucx", "bootstrap", ... ; empty for core checks
+  long native_code = 0;  // the provider's own code, 0 when there is none
   std::string message;
 
   // "provider: message (status, native N)" — for logs and test output.
@@ -36,8 +36,7 @@ struct error {
   }
 };
 
-inline error make_error(status code, std::string message, std::string provider = {},
-                        long native_code = 0) {
+inline error make_error(status code, std::string message, std::string provider = {}, long native_code = 0) {
   return error{code, std::move(provider), native_code, std::move(message)};
 }
 

@@ -43,9 +43,7 @@ constexpr access operator&(access a, access b) noexcept {
   return static_cast<access>(static_cast<std::uint32_t>(a) & static_cast<std::uint32_t>(b));
 }
 // True when every right in `wanted` is in `granted`.
-constexpr bool allows(access granted, access wanted) noexcept {
-  return (granted & wanted) == wanted;
-}
+constexpr bool allows(access granted, access wanted) noexcept { return (granted & wanted) == wanted; }
 constexpr bool is_known(access a) noexcept {
   return (static_cast<std::uint32_t>(a) & ~static_cast<std::uint32_t>(access::all_remote)) == 0;
 }

@@ -50,18 +50,20 @@ inline operation read(const local_slice& dst, remote_slice src, std::uint64_t to
 inline operation read(std::span<const local_slice> dst, remote_slice src, std::uint64_t token) {
   return {.code = opcode::read, .gather = dst, .remote = src, .token = token};
 }
-inline operation write_with_imm(const local_slice& src, remote_slice dst, std::uint32_t imm,
-                                std::uint64_t token) {
+inline operation write_with_imm(const local_slice& src, remote_slice dst, std::uint32_t imm, std::uint64_t token) {
   return {.code = opcode::write_with_imm, .local = src, .remote = dst, .token = token, .imm = imm};
 }
-inline operation fetch_add(const local_slice& result8, remote_slice target8, std::uint64_t add,
-                           std::uint64_t token) {
+inline operation fetch_add(const local_slice& result8, remote_slice target8, std::uint64_t add, std::uint64_t token) {
   return {.code = opcode::fetch_add, .local = result8, .remote = target8, .token = token, .operand = add};
 }
 inline operation compare_swap(const local_slice& result8, remote_slice target8, std::uint64_t expected,
                               std::uint64_t desired, std::uint64_t token) {
-  return {.code = opcode::compare_swap, .local = result8, .remote = target8, .token = token,
-          .operand = desired, .compare = expected};
+  return {.code = opcode::compare_swap,
+          .local = result8,
+          .remote = target8,
+          .token = token,
+          .operand = desired,
+          .compare = expected};
 }
 inline operation send(const local_slice& src, std::uint64_t token) {
   return {.code = opcode::send, .local = src, .token = token};
@@ -69,9 +71,7 @@ inline operation send(const local_slice& src, std::uint64_t token) {
 inline operation recv(const local_slice& dst, std::uint64_t token) {
   return {.code = opcode::recv, .local = dst, .token = token};
 }
-inline operation flush(std::uint64_t token) {
-  return {.code = opcode::flush, .token = token};
-}
+inline operation flush(std::uint64_t token) { return {.code = opcode::flush, .token = token}; }
 }  // namespace op
 
 }  // namespace fabrix

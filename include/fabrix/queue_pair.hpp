@@ -81,9 +81,7 @@ class queue_pair {
   status write(std::span<const local_slice> src, remote_slice dst, std::uint64_t token) {
     return post(op::write(src, dst, token));
   }
-  status read(const local_slice& dst, remote_slice src, std::uint64_t token) {
-    return post(op::read(dst, src, token));
-  }
+  status read(const local_slice& dst, remote_slice src, std::uint64_t token) { return post(op::read(dst, src, token)); }
   status read(std::span<const local_slice> dst, remote_slice src, std::uint64_t token) {
     return post(op::read(dst, src, token));
   }
@@ -96,8 +94,8 @@ class queue_pair {
     static_assert(P::caps.atomics, "fabrix: this provider has no atomics (P::caps.atomics)");
     return post(op::fetch_add(result8, target8, add, token));
   }
-  status compare_swap(const local_slice& result8, remote_slice target8, std::uint64_t expected,
-                      std::uint64_t desired, std::uint64_t token) {
+  status compare_swap(const local_slice& result8, remote_slice target8, std::uint64_t expected, std::uint64_t desired,
+                      std::uint64_t token) {
     static_assert(P::caps.atomics, "fabrix: this provider has no atomics (P::caps.atomics)");
     return post(op::compare_swap(result8, target8, expected, desired, token));
   }

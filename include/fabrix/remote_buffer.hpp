@@ -59,15 +59,13 @@ class remote_buffer {
   memory_location location{};
   std::uint64_t address = 0;  // the peer's virtual address of byte 0
   std::uint64_t length = 0;
-  std::uint64_t owner = 0;    // random id of the exporting domain
-  std::uint64_t epoch = 0;    // registration number within the owner; with owner, names this region
-  std::uint64_t seal = 0;     // keyed hash of every other field, by the owner (see above)
+  std::uint64_t owner = 0;  // random id of the exporting domain
+  std::uint64_t epoch = 0;  // registration number within the owner; with owner, names this region
+  std::uint64_t seal = 0;   // keyed hash of every other field, by the owner (see above)
   std::uint16_t key_size = 0;
   std::array<std::byte, max_key_size> key{};  // bytes past key_size are zero
 
-  remote_slice slice(std::uint64_t offset, std::uint64_t len) const noexcept {
-    return remote_slice{this, offset, len};
-  }
+  remote_slice slice(std::uint64_t offset, std::uint64_t len) const noexcept { return remote_slice{this, offset, len}; }
   remote_slice whole() const noexcept { return remote_slice{this, 0, length}; }
   std::span<const std::byte> key_bytes() const noexcept { return {key.data(), key_size}; }
 
@@ -100,7 +98,8 @@ class le_writer {
   explicit le_writer(std::byte* p) noexcept : p_(p) {}
   template <class T>
   void put(T v) noexcept {
-    for (std::size_t i = 0; i < sizeof(T); ++i) p_[i] = static_cast<std::byte>((static_cast<std::uint64_t>(v) >> (8 * i)) & 0xff);
+    for (std::size_t i = 0; i < sizeof(T); ++i)
+      p_[i] = static_cast<std::byte>((static_cast<std::uint64_t>(v) >> (8 * i)) & 0xff);
     p_ += sizeof(T);
   }
   void put_bytes(const std::byte* src, std::size_t n) noexcept {
@@ -119,7 +118,8 @@ class le_reader {
   template <class T>
   T get() noexcept {
     std::uint64_t v = 0;
-    for (std::size_t i = 0; i < sizeof(T); ++i) v |= static_cast<std::uint64_t>(static_cast<std::uint8_t>(p_[i])) << (8 * i);
+    for (std::size_t i = 0; i < sizeof(T); ++i)
+      v |= static_cast<std::uint64_t>(static_cast<std::uint8_t>(p_[i])) << (8 * i);
     p_ += sizeof(T);
     return static_cast<T>(v);
   }
@@ -161,9 +161,7 @@ inline std::vector<std::byte> remote_buffer::encode() const {
 }
 
 inline result<remote_buffer> remote_buffer::decode(std::span<const std::byte> bytes) {
-  auto bad = [](std::string why) {
-    return unexpected(status::invalid_argument, "remote_buffer: " + why);
-  };
+  auto bad = [](std::string why) { return unexpected(status::invalid_argument, "remote_buffer: " + why); };
   if (bytes.size() < header_size + checksum_size)
     return bad("blob of " + std::to_string(bytes.size()) + " bytes is shorter than the smallest encoding");
   if (std::memcmp(bytes.data(), "FBXR", 4) != 0) return bad("not a fabrix remote_buffer (bad magic)");

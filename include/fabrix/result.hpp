@@ -34,7 +34,7 @@ class [[nodiscard]] result {
  public:
   using value_type = T;
 
-  result(T value) : state_(std::in_place_index<0>, std::move(value)) {}  // NOLINT: implicit by design
+  result(T value) : state_(std::in_place_index<0>, std::move(value)) {}         // NOLINT: implicit by design
   result(unexpected u) : state_(std::in_place_index<1>, std::move(u.value)) {}  // NOLINT
 
   bool has_value() const noexcept { return state_.index() == 0; }
@@ -61,9 +61,7 @@ class [[nodiscard]] result {
   const fabrix::error& error() const& { return std::get<1>(state_); }
   fabrix::error&& error() && { return std::get<1>(std::move(state_)); }
   // The status: ok when a value is held.
-  fabrix::status code() const noexcept {
-    return has_value() ? status::ok : std::get<1>(state_).code;
-  }
+  fabrix::status code() const noexcept { return has_value() ? status::ok : std::get<1>(state_).code; }
 
  private:
   std::variant<T, fabrix::error> state_;

@@ -10,6 +10,8 @@
 
 namespace fabrix {
 
+// (clang-format 14 misreads the attribute and packs the enumerators onto two lines)
+// clang-format off
 enum class [[nodiscard]] status : std::uint8_t {
   ok = 0,
   in_progress,
@@ -25,6 +27,7 @@ enum class [[nodiscard]] status : std::uint8_t {
   no_memory,
   provider_error,
 };
+// clang-format on
 
 // True for every status that is an error (not ok, in_progress or again).
 constexpr bool is_error(status s) noexcept {

@@ -24,9 +24,7 @@ inline access rights_needed(opcode op) noexcept {
   }
 }
 
-inline bool uses_remote(opcode op) noexcept {
-  return op != opcode::send && op != opcode::recv && op != opcode::flush;
-}
+inline bool uses_remote(opcode op) noexcept { return op != opcode::send && op != opcode::recv && op != opcode::flush; }
 
 inline status check_caps(opcode op, const capabilities& caps) noexcept {
   switch (op) {
