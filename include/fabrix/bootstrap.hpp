@@ -1,0 +1,161 @@
+// fabrix::bootstrap — the out-of-band channel that lets the ranks of a job
+// exchange their connection blobs (addresses, remote_buffer encodings) before
+// any fabric connection exists.
+//
+// The embedded implementation is a TCP store hosted by rank 0: rank 0 listens,
+// every other rank opens one connection to it, and rank 0 serves each
+// collective from inside its own allgather()/barrier() call. No thread is
+// started and nothing blocks forever: every wait is bounded by
+// bootstrap_options, and a rank that is missing, dead or calling a different
+// collective makes the call fail with an error naming that rank and address.
+//
+// Environment (bootstrap::from_env, bootstrap::config_from_env):
+//   FABRIX_RANK, FABRIX_SIZE   this rank and the job size; override a launcher's
+//   FABRIX_BOOTSTRAP           host:port of rank 0 ([v6addr]:port for IPv6, or a
+//                              host name); rank 0 binds it, the others connect
+//   FABRIX_JOB_TOKEN           a secret shared by the ranks of one job
+// Without FABRIX_RANK/FABRIX_SIZE the launcher's variables are read, in this
+// order: OpenMPI (OMPI_COMM_WORLD_RANK/SIZE), PMIx (PMIX_RANK with PMIX_SIZE,
+// SLURM_STEP_NUM_TASKS, SLURM_NTASKS or PMI_SIZE), PMI (PMI_RANK/PMI_SIZE),
+// Slurm (SLURM_PROCID with SLURM_STEP_NUM_TASKS, else SLURM_NTASKS). With no
+// variable at all the process is rank 0 of a job of size 1 (no socket used).
+// Empty variables count as unset.
+//
+// When FABRIX_BOOTSTRAP is unset, the root is 127.0.0.1:<port>, the port
+// derived (20000-29999) from the launcher's job id (OMPI_MCA_ess_base_jobid,
+// SLURM_JOB_ID[.SLURM_STEP_ID], PMIX_NAMESPACE, PMI_PORT; the first one set).
+// That default only works when all ranks share one node: multi-node jobs must
+// set FABRIX_BOOTSTRAP to an address of rank 0's node, and from_env refuses to
+// guess when the launcher says the job spans nodes. The job token defaults to
+// a value derived from the same job id, else "fabrix".
+//
+// Threading: a bootstrap (or bootstrap_root) object is used by one thread at a
+// time. Collectives are matched by call order: every rank must call the same
+// sequence of allgather()/barrier(); a mismatch is detected (each collective
+// carries a sequence number and its kind) and fails the job on all ranks.
+// After any error the object is unusable and every later call returns that
+// error; the other ranks see the failure too (rank 0 tells them, or they see
+// their connection close).
+#pragma once
+
+#include <fabrix/result.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fabrix {
+
+namespace detail {
+struct bootstrap_state;
+struct bootstrap_root_state;
+struct bootstrap_access;
+}  // namespace detail
+
+struct bootstrap_options {
+  // Rank 0: how long to wait for all peers. Other ranks: how long to keep
+  // retrying to reach rank 0, then (counted again from the moment the
+  // connection is accepted by the kernel) how long to wait for rank 0 to
+  // assemble the whole job.
+  std::chrono::milliseconds connect_timeout{30000};
+  // Bound on each allgather()/barrier() call, counted from its start on this
+  // rank: it must also cover the wait for the last rank to make the call.
+  std::chrono::milliseconds op_timeout{60000};
+};
+
+// Where this process sits in its job, as read from the environment.
+struct bootstrap_config {
+  int rank = 0;
+  int size = 1;
+  std::string root;  // "host:port" of rank 0; empty when size == 1 and none is set
+  std::string job_token = "fabrix";
+  std::string source = "none";  // "FABRIX", "OpenMPI", "PMIx", "PMI", "Slurm" or "none"
+};
+
+class bootstrap_root;
+
+// Move-only handle on one rank's membership in a job; the destructor closes
+// its sockets (which the other ranks observe as this rank leaving).
+class bootstrap {
+ public:
+  // Largest blob one rank may contribute to allgather(), and largest job token.
+  static constexpr std::size_t max_blob_size = std::size_t{64} << 20;
+  static constexpr std::size_t max_token_size = 4096;
+
+  // Reads the environment (see the top of this file) without opening sockets.
+  // Bad values (unparsable numbers, rank >= size, size < 1, bad host:port)
+  // give status::invalid_argument with a message naming the variable.
+  // Not thread-safe against concurrent setenv().
+  static result<bootstrap_config> config_from_env();
+  // config_from_env() followed by create().
+  static result<bootstrap> from_env(const bootstrap_options& opts = {});
+  // Joins a job: rank 0 listens on `root` and waits for the size-1 peers;
+  // other ranks connect to it. Returns once the whole job is assembled.
+  // size == 1 opens no socket and ignores `root`.
+  static result<bootstrap> create(int rank, int size, std::string_view root, std::string_view job_token,
+                                  const bootstrap_options& opts = {});
+  static result<bootstrap> create(const bootstrap_config& config, const bootstrap_options& opts = {});
+  // Rank 0 in two steps: listen now (port 0 in `bind_address` picks a free
+  // port, reported by bootstrap_root::port()), accept the peers later. Peers
+  // that connect in between wait in the kernel's backlog.
+  static result<bootstrap_root> listen(int size, std::string_view bind_address, std::string_view job_token,
+                                       const bootstrap_options& opts = {});
+
+  bootstrap(bootstrap&& other) noexcept;
+  bootstrap& operator=(bootstrap&& other) noexcept;
+  bootstrap(const bootstrap&) = delete;
+  bootstrap& operator=(const bootstrap&) = delete;
+  ~bootstrap();
+
+  int rank() const noexcept { return rank_; }
+  int size() const noexcept { return size_; }
+
+  // Collective: every rank passes its blob (sizes may differ, up to
+  // max_blob_size, empty allowed); every rank gets all blobs, indexed by
+  // rank. Bounded by op_timeout.
+  result<std::vector<std::vector<std::byte>>> allgather(std::span<const std::byte> mine);
+  // Collective: returns on every rank once all ranks have entered it.
+  result<void> barrier();
+
+ private:
+  friend struct detail::bootstrap_access;
+  explicit bootstrap(std::unique_ptr<detail::bootstrap_state> state) noexcept;
+
+  std::unique_ptr<detail::bootstrap_state> state_;
+  int rank_ = 0;
+  int size_ = 0;
+};
+
+// Rank 0 between bootstrap::listen() and accept(): owns the listening socket.
+// Move-only; the destructor closes the socket (waiting peers then fail).
+class bootstrap_root {
+ public:
+  bootstrap_root(bootstrap_root&& other) noexcept;
+  bootstrap_root& operator=(bootstrap_root&& other) noexcept;
+  bootstrap_root(const bootstrap_root&) = delete;
+  bootstrap_root& operator=(const bootstrap_root&) = delete;
+  ~bootstrap_root();
+
+  // The bound port (the real one when listen() was given port 0); 0 after accept().
+  std::uint16_t port() const noexcept;
+  // The bound "address:port" ("[addr]:port" for IPv6); empty after accept().
+  std::string address() const;
+  // Waits up to connect_timeout for all size-1 peers, then closes the
+  // listening socket. Connections with a wrong magic, version or job token,
+  // a rank out of range, a duplicate rank or a size mismatch are refused and
+  // the wait goes on. Call once; a second call returns invalid_argument.
+  result<bootstrap> accept();
+
+ private:
+  friend struct detail::bootstrap_access;
+  explicit bootstrap_root(std::unique_ptr<detail::bootstrap_root_state> state) noexcept;
+
+  std::unique_ptr<detail::bootstrap_root_state> state_;
+};
+
+}  // namespace fabrix

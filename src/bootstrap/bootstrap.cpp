@@ -1,0 +1,113 @@
+// The public bootstrap / bootstrap_root objects: argument checks and
+// dispatch to rank 0's side (root.cpp) or a peer's side (peer.cpp).
+#include "state.hpp"
+
+#include <string>
+
+namespace fabrix {
+
+namespace boot = detail::boot;
+
+namespace {
+
+result<void> check_job(int rank, int size, std::string_view token) {
+  if (size < 1)
+    return boot::fail(status::invalid_argument, "bootstrap: job size " + std::to_string(size) + " must be at least 1");
+  if (rank < 0 || rank >= size)
+    return boot::fail(status::invalid_argument, "bootstrap: rank " + std::to_string(rank) +
+                                                    " is out of range for job size " + std::to_string(size));
+  if (token.size() > bootstrap::max_token_size)
+    return boot::fail(status::invalid_argument, "bootstrap: job token of " + std::to_string(token.size()) +
+                                                    " bytes is over the limit of " +
+                                                    std::to_string(bootstrap::max_token_size));
+  return {};
+}
+
+unexpected moved_from() { return boot::fail(status::invalid_argument, "bootstrap object is empty (moved from)"); }
+
+}  // namespace
+
+namespace detail::boot {
+std::unique_ptr<bootstrap_state> solo_state(const bootstrap_options& opts) {
+  auto st = std::make_unique<bootstrap_state>();
+  st->opts = opts;
+  return st;
+}
+}  // namespace detail::boot
+
+bootstrap::bootstrap(std::unique_ptr<detail::bootstrap_state> state) noexcept
+    : state_(std::move(state)), rank_(state_->rank), size_(state_->size) {}
+bootstrap::bootstrap(bootstrap&& other) noexcept = default;
+bootstrap& bootstrap::operator=(bootstrap&& other) noexcept = default;
+bootstrap::~bootstrap() = default;
+
+result<bootstrap> bootstrap::create(int rank, int size, std::string_view root, std::string_view job_token,
+                                    const bootstrap_options& opts) {
+  if (auto ok = check_job(rank, size, job_token); !ok) return unexpected(ok.error());
+  if (size == 1) return detail::bootstrap_access::make(boot::solo_state(opts));
+  if (rank != 0) return boot::join_root(rank, size, root, job_token, opts);
+
+  auto where = boot::parse_host_port(root, "bootstrap root address");
+  if (!where) return unexpected(where.error());
+  if (where->port == 0)
+    return boot::fail(status::invalid_argument,
+                      "rank 0: bootstrap root address " + std::string(root) +
+                          " has port 0, which the other ranks cannot know (use bootstrap::listen)");
+  // One deadline for the whole assembly, waiting for the port included.
+  const auto until = boot::deadline::after(opts.connect_timeout);
+  auto r = boot::listen_root(size, root, job_token, opts, until);
+  if (!r) return unexpected(r.error());
+  return boot::accept_peers(*detail::bootstrap_access::state(*r), until);
+}
+
+result<bootstrap> bootstrap::create(const bootstrap_config& config, const bootstrap_options& opts) {
+  return create(config.rank, config.size, config.root, config.job_token, opts);
+}
+
+result<bootstrap> bootstrap::from_env(const bootstrap_options& opts) {
+  auto config = config_from_env();
+  if (!config) return unexpected(config.error());
+  return create(*config, opts);
+}
+
+result<bootstrap_root> bootstrap::listen(int size, std::string_view bind_address, std::string_view job_token,
+                                         const bootstrap_options& opts) {
+  if (auto ok = check_job(0, size, job_token); !ok) return unexpected(ok.error());
+  return boot::listen_root(size, bind_address, job_token, opts, boot::deadline::after(opts.connect_timeout));
+}
+
+result<std::vector<std::vector<std::byte>>> bootstrap::allgather(std::span<const std::byte> mine) {
+  if (!state_) return moved_from();
+  return boot::run_collective(*state_, boot::op::allgather, mine);
+}
+
+result<void> bootstrap::barrier() {
+  if (!state_) return moved_from();
+  auto r = boot::run_collective(*state_, boot::op::barrier, {});
+  if (!r) return unexpected(r.error());
+  return {};
+}
+
+bootstrap_root::bootstrap_root(std::unique_ptr<detail::bootstrap_root_state> state) noexcept
+    : state_(std::move(state)) {}
+bootstrap_root::bootstrap_root(bootstrap_root&& other) noexcept = default;
+bootstrap_root& bootstrap_root::operator=(bootstrap_root&& other) noexcept = default;
+bootstrap_root::~bootstrap_root() = default;
+
+std::uint16_t bootstrap_root::port() const noexcept {
+  return state_ && state_->listen.fd ? state_->listen.port : std::uint16_t{0};
+}
+
+std::string bootstrap_root::address() const { return state_ && state_->listen.fd ? state_->address : std::string(); }
+
+result<bootstrap> bootstrap_root::accept() {
+  if (!state_ || !state_->listen.fd)
+    return boot::fail(status::invalid_argument, "bootstrap_root::accept() called twice (or on a moved-from root)");
+  result<bootstrap> out = state_->size == 1
+                              ? result<bootstrap>(detail::bootstrap_access::make(boot::solo_state(state_->opts)))
+                              : boot::accept_peers(*state_, boot::deadline::after(state_->opts.connect_timeout));
+  state_->listen.fd.reset();  // success or not, this root is spent
+  return out;
+}
+
+}  // namespace fabrix

@@ -1,0 +1,267 @@
+#include "socket.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+namespace fabrix::detail::boot {
+
+int deadline::poll_ms() const noexcept {
+  const auto left = at_ - clock::now();
+  if (left <= clock::duration::zero()) return 0;
+  const auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
+  return ms > INT_MAX ? INT_MAX : static_cast<int>(ms);
+}
+
+deadline deadline::capped(std::chrono::milliseconds d) const noexcept {
+  const auto other = clock::now() + d;
+  return deadline(std::min(at_, other));
+}
+
+void unique_fd::reset(int fd) noexcept {
+  if (fd_ >= 0) ::close(fd_);  // Linux: the fd is released even when close() reports EINTR
+  fd_ = fd;
+}
+
+std::string errno_text(int err) {
+  char buf[256];
+  // GNU strerror_r returns the message (maybe not in buf).
+  const char* msg = strerror_r(err, buf, sizeof buf);
+  return msg;
+}
+
+std::string describe(const io_result& r) {
+  switch (r.status) {
+    case io_status::ok: return "ok";
+    case io_status::timed_out: return "timed out";
+    case io_status::closed: return "connection closed by the other side";
+    case io_status::failed: return errno_text(r.err);
+    case io_status::malformed: return "malformed data: " + r.detail;
+  }
+  return "unknown";
+}
+
+namespace {
+
+// Waits for `events` on fd; false on timeout (errno-style failures are
+// reported by the following send/recv).
+bool wait_for(int fd, short events, deadline until) {
+  for (;;) {
+    pollfd p{fd, events, 0};
+    const int n = ::poll(&p, 1, until.poll_ms());
+    if (n > 0) return true;
+    if (n == 0) return false;
+    if (errno != EINTR) return true;
+  }
+}
+
+io_status classify_recv_error(int err) { return err == ECONNRESET ? io_status::closed : io_status::failed; }
+
+}  // namespace
+
+io_result send_all(int fd, std::span<const std::span<const std::byte>> pieces, deadline until) {
+  std::vector<iovec> iov;
+  iov.reserve(pieces.size());
+  for (auto p : pieces)
+    if (!p.empty()) iov.push_back(iovec{const_cast<std::byte*>(p.data()), p.size()});
+  std::size_t first = 0;
+  while (first < iov.size()) {
+    msghdr msg{};
+    msg.msg_iov = iov.data() + first;
+    msg.msg_iovlen = std::min<std::size_t>(iov.size() - first, IOV_MAX);
+    const ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        if (!wait_for(fd, POLLOUT, until)) return {io_status::timed_out, 0, {}};
+        continue;
+      }
+      const int err = errno;
+      return {err == EPIPE || err == ECONNRESET ? io_status::closed : io_status::failed, err, {}};
+    }
+    auto left = static_cast<std::size_t>(n);
+    while (first < iov.size() && left >= iov[first].iov_len) left -= iov[first++].iov_len;
+    if (left > 0) {
+      iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + left;
+      iov[first].iov_len -= left;
+    }
+  }
+  return {};
+}
+
+io_result recv_available(int fd, frame_parser& parser) {
+  while (!parser.done()) {
+    const auto want = parser.want();
+    const ssize_t n = ::recv(fd, want.data(), want.size(), 0);
+    if (n > 0) {
+      if (!parser.commit(static_cast<std::size_t>(n))) return {io_status::malformed, 0, parser.error()};
+      continue;
+    }
+    if (n == 0) return {io_status::closed, 0, {}};
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return {};
+    const int err = errno;
+    return {classify_recv_error(err), err, {}};
+  }
+  return {};
+}
+
+io_result recv_frame(int fd, frame_parser& parser, deadline until) {
+  for (;;) {
+    auto r = recv_available(fd, parser);
+    if (!r.ok() || parser.done()) return r;
+    if (!wait_for(fd, POLLIN, until)) return {io_status::timed_out, 0, {}};
+  }
+}
+
+void sleep_for(std::chrono::milliseconds d, deadline until) {
+  const int ms = std::min(until.poll_ms(), static_cast<int>(d.count()));
+  if (ms > 0) ::poll(nullptr, 0, ms);
+}
+
+void set_nodelay(int fd) noexcept {
+  const int one = 1;
+  (void)::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+namespace {
+
+std::string numeric_host(const sockaddr* sa, socklen_t len, std::uint16_t* port) {
+  char host[NI_MAXHOST] = "?";
+  char serv[NI_MAXSERV] = "0";
+  if (::getnameinfo(sa, len, host, sizeof host, serv, sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV) != 0) return "?";
+  if (port != nullptr) *port = static_cast<std::uint16_t>(std::atoi(serv));
+  return host;
+}
+
+struct addrinfo_deleter {
+  void operator()(addrinfo* ai) const noexcept { ::freeaddrinfo(ai); }
+};
+using addrinfo_ptr = std::unique_ptr<addrinfo, addrinfo_deleter>;
+
+// getaddrinfo may block on DNS for host names; numeric addresses never do.
+int resolve(const host_port& where, bool passive, addrinfo_ptr& out) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
+  addrinfo* res = nullptr;
+  const std::string port = std::to_string(where.port);
+  const int rc = ::getaddrinfo(where.host.c_str(), port.c_str(), &hints, &res);
+  out.reset(res);
+  return rc;
+}
+
+std::string where_text(const host_port& where) { return format_host_port(where.host, where.port); }
+
+}  // namespace
+
+std::string peer_name(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "?";
+  std::uint16_t port = 0;
+  const std::string host = numeric_host(reinterpret_cast<sockaddr*>(&ss), len, &port);
+  return format_host_port(host, port);
+}
+
+result<listener> listen_on(const host_port& where, deadline until) {
+  addrinfo_ptr ai;
+  if (const int rc = resolve(where, true, ai); rc != 0)
+    return unexpected(status::invalid_argument,
+                      "cannot resolve bootstrap address " + where_text(where) + ": " + ::gai_strerror(rc), "bootstrap");
+  auto backoff = std::chrono::milliseconds(10);
+  for (;;) {
+    int last_err = 0;
+    bool in_use = false;
+    for (addrinfo* a = ai.get(); a != nullptr; a = a->ai_next) {
+      unique_fd fd(::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol));
+      if (!fd) {
+        last_err = errno;
+        continue;
+      }
+      const int one = 1;
+      (void)::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+      if (a->ai_family == AF_INET6) {
+        const int zero = 0;  // "[::]:port" accepts IPv4 peers too
+        (void)::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+      }
+      if (::bind(fd.get(), a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd.get(), SOMAXCONN) != 0) {
+        last_err = errno;
+        in_use = in_use || last_err == EADDRINUSE;
+        continue;
+      }
+      sockaddr_storage ss{};
+      socklen_t len = sizeof ss;
+      listener l;
+      if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&ss), &len) == 0)
+        l.host = numeric_host(reinterpret_cast<sockaddr*>(&ss), len, &l.port);
+      l.fd = std::move(fd);
+      return l;
+    }
+    if (!in_use || until.expired())
+      return unexpected(status::provider_error,
+                        "cannot listen on bootstrap address " + where_text(where) + ": " + errno_text(last_err) +
+                            (in_use ? " (set FABRIX_BOOTSTRAP to another port?)" : ""),
+                        "bootstrap", last_err);
+    sleep_for(backoff, until);  // another process holds the port; it may be about to leave
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(250));
+  }
+}
+
+connect_attempt connect_once(const host_port& where, deadline until) {
+  connect_attempt out;
+  addrinfo_ptr ai;
+  if (const int rc = resolve(where, false, ai); rc != 0) {
+    out.error = "cannot resolve " + where.host + ": " + ::gai_strerror(rc);
+    out.fatal = rc == EAI_NONAME || rc == EAI_FAMILY || rc == EAI_SERVICE;
+    return out;
+  }
+  for (addrinfo* a = ai.get(); a != nullptr; a = a->ai_next) {
+    const std::string addr = numeric_host(a->ai_addr, a->ai_addrlen, nullptr);
+    const std::string text = format_host_port(addr, where.port);
+    unique_fd fd(::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol));
+    if (!fd) {
+      out.error = text + ": " + errno_text(errno);
+      continue;
+    }
+    int err = 0;
+    if (::connect(fd.get(), a->ai_addr, a->ai_addrlen) != 0) {
+      err = errno;
+      if (err == EINPROGRESS || err == EINTR) {
+        if (!wait_for(fd.get(), POLLOUT, until)) {
+          out.error = text + ": connect timed out";
+          continue;
+        }
+        socklen_t len = sizeof err;
+        if (::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+      }
+    }
+    if (err != 0) {
+      out.error = text + ": " + errno_text(err);
+      continue;
+    }
+    set_nodelay(fd.get());
+    out.fd = std::move(fd);
+    out.error.clear();
+    return out;
+  }
+  return out;
+}
+
+}  // namespace fabrix::detail::boot

@@ -1,0 +1,67 @@
+// What a bootstrap and a bootstrap_root hold (internal), and the entry points
+// the .cpp files of src/bootstrap implement for each other.
+#pragma once
+
+#include "socket.hpp"
+
+#include <fabrix/bootstrap.hpp>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fabrix::detail {
+
+struct bootstrap_state {
+  int rank = 0;
+  int size = 1;
+  bootstrap_options opts;
+  std::string root_address;                 // rank 0's address, for messages
+  std::vector<boot::unique_fd> peers;       // rank 0: [r] is the connection to rank r ([0] unused)
+  std::vector<std::string> peer_addresses;  // rank 0: [r] is rank r's address as seen by rank 0
+  boot::unique_fd root;                     // rank > 0: the connection to rank 0
+  std::uint64_t seq = 0;                    // collectives started so far
+  std::optional<fabrix::error> broken;      // set by the first error; the object is then unusable
+};
+
+struct bootstrap_root_state {
+  int size = 1;
+  std::string token;
+  bootstrap_options opts;
+  boot::listener listen;
+  std::string address;  // listen.host:listen.port, formatted
+};
+
+struct bootstrap_access {
+  static bootstrap make(std::unique_ptr<bootstrap_state> s) noexcept { return bootstrap(std::move(s)); }
+  static bootstrap_root make_root(std::unique_ptr<bootstrap_root_state> s) noexcept {
+    return bootstrap_root(std::move(s));
+  }
+  static bootstrap_state* state(bootstrap& b) noexcept { return b.state_.get(); }
+  static bootstrap_root_state* state(bootstrap_root& r) noexcept { return r.state_.get(); }
+};
+
+}  // namespace fabrix::detail
+
+namespace fabrix::detail::boot {
+
+// root.cpp: rank 0 listens, then assembles the job before `until`.
+result<bootstrap_root> listen_root(int size, std::string_view bind_address, std::string_view token,
+                                   const bootstrap_options& opts, deadline until);
+result<bootstrap> accept_peers(bootstrap_root_state& root, deadline until);
+
+// peer.cpp: a rank > 0 joins the job hosted at `root_address`.
+result<bootstrap> join_root(int rank, int size, std::string_view root_address, std::string_view token,
+                            const bootstrap_options& opts);
+
+// collective.cpp: one allgather or barrier (barrier returns no blobs).
+result<std::vector<std::vector<std::byte>>> run_collective(bootstrap_state& st, op kind,
+                                                           std::span<const std::byte> mine);
+
+// A job of one rank: no sockets.
+std::unique_ptr<bootstrap_state> solo_state(const bootstrap_options& opts);
+
+inline unexpected fail(status code, std::string message) { return unexpected(code, std::move(message), "bootstrap"); }
+
+}  // namespace fabrix::detail::boot
