@@ -1,0 +1,233 @@
+// The UCX domain: one ucp_context + one ucp_worker (single-threaded), the
+// completion ring and the operation pool. Progress is ucp_worker_progress
+// inside poll()/wait(); wait() sleeps on the worker's event fd.
+// The address blob connect() takes is described in address.hpp.
+//
+// Peer failure: endpoints ask UCX for UCP_ERR_HANDLING_MODE_PEER. Where the
+// transports cannot do that (UCX 1.13 shared memory), the endpoint is made
+// without it and, the peer being on this node, poll()/wait() check its
+// process every 100 ms instead; a dead peer's operations then complete with
+// peer_unreachable.
+#pragma once
+
+#include <fabrix/capabilities.hpp>
+#include <fabrix/domain_options.hpp>
+#include <fabrix/memory.hpp>
+#include <fabrix/remote_buffer.hpp>
+#include <fabrix/result.hpp>
+#include <fabrix/ucx/address.hpp>
+#include <fabrix/ucx/endpoint.hpp>
+#include <fabrix/ucx/progress.hpp>
+#include <fabrix/ucx/region.hpp>
+#include <fabrix/ucx/state.hpp>
+#include <fabrix/ucx/status.hpp>
+
+#include <poll.h>
+#include <ucp/api/ucp.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace fabrix::ucx {
+
+inline constexpr capabilities ucx_caps{
+    .rma = true,
+    .write_with_imm = true,
+    .atomics = true,
+    .send_recv = true,
+    .gpu = gpu_path::none,  // Debian's UCX has no CUDA transport
+    .max_sge = 16,
+    // UCX emulates RMA and atomics in software over tcp (and atomics over
+    // shared memory): the target must poll or wait for them to complete.
+    .needs_target_progress = true,
+};
+
+class domain_impl {
+ public:
+  static result<domain_impl> create(const domain_options& opts) {
+    if (opts.max_outstanding == 0) return unexpected(status::invalid_argument, "max_outstanding must be > 0", "ucx");
+    auto d = std::make_unique<detail::domain_state>(opts.max_outstanding);
+
+    ucp_config_t* config = nullptr;
+    ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
+    if (s != UCS_OK) return detail::fail(s, "ucp_config_read");
+    if (!opts.transport.empty()) {
+      s = ucp_config_modify(config, "TLS", opts.transport.c_str());
+      if (s != UCS_OK) {
+        ucp_config_release(config);
+        return detail::fail(s, "transport '" + opts.transport + "' (UCX_TLS)");
+      }
+      d->transport = opts.transport;
+    } else {
+      const char* env = std::getenv("UCX_TLS");
+      d->transport = env ? env : "all";
+    }
+    ucp_params_t params{};
+    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
+    params.features = UCP_FEATURE_RMA | UCP_FEATURE_AMO64 | UCP_FEATURE_TAG | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
+    params.name = "fabrix";
+    s = ucp_init(&params, config, &d->context);
+    ucp_config_release(config);
+    if (s != UCS_OK) return detail::fail(s, "ucp_init with UCX_TLS=" + d->transport);
+
+    ucp_worker_params_t wp{};
+    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+    if ((s = ucp_worker_create(d->context, &wp, &d->worker)) != UCS_OK) return detail::fail(s, "ucp_worker_create");
+    if ((s = ucp_worker_get_efd(d->worker, &d->event_fd)) != UCS_OK) return detail::fail(s, "ucp_worker_get_efd");
+
+    ucp_am_handler_param_t am{};
+    am.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG |
+                    UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
+    am.id = detail::am_notify;
+    am.flags = UCP_AM_FLAG_WHOLE_MSG;
+    am.cb = detail::on_notify;
+    am.arg = d.get();
+    if ((s = ucp_worker_set_am_recv_handler(d->worker, &am)) != UCS_OK)
+      return detail::fail(s, "ucp_worker_set_am_recv_handler");
+
+    std::random_device rd;
+    d->nonce = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+    for (auto& b : d->secret) b = static_cast<std::uint8_t>(rd());
+    return domain_impl(std::move(d));
+  }
+
+  result<region_impl> register_memory(void* addr, std::size_t len, memory_location where, access rights) {
+    if (where.kind != memory_kind::host)
+      return unexpected(status::unsupported, "this UCX build cannot register cuda_device memory", "ucx");
+    ucp_mem_map_params_t mp{};
+    mp.field_mask =
+        UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
+    mp.address = addr;
+    mp.length = len;
+    mp.memory_type = UCS_MEMORY_TYPE_HOST;
+    ucp_mem_h memh = nullptr;
+    ucs_status_t s = ucp_mem_map(d_->context, &mp, &memh);
+    if (s != UCS_OK) return detail::fail(s, "ucp_mem_map");
+
+    void* packed = nullptr;
+    std::size_t packed_size = 0;
+    if ((s = ucp_rkey_pack(d_->context, memh, &packed, &packed_size)) != UCS_OK) {
+      ucp_mem_unmap(d_->context, memh);
+      return detail::fail(s, "ucp_rkey_pack");
+    }
+    if (packed_size > remote_buffer::max_key_size) {
+      ucp_rkey_buffer_release(packed);
+      ucp_mem_unmap(d_->context, memh);
+      return unexpected(status::unsupported,
+                        "packed rkey of " + std::to_string(packed_size) + " bytes exceeds remote_buffer::max_key_size",
+                        "ucx");
+    }
+    remote_buffer rb;
+    rb.provider = provider_id::ucx;
+    rb.rights = rights;
+    rb.location = where;
+    rb.address = reinterpret_cast<std::uintptr_t>(addr);
+    rb.length = len;
+    rb.owner = d_->nonce;
+    rb.epoch = d_->next_epoch++;
+    rb.key_size = static_cast<std::uint16_t>(packed_size);
+    std::memcpy(rb.key.data(), packed, packed_size);
+    ucp_rkey_buffer_release(packed);
+    rb.seal = rb.compute_seal(d_->secret);
+    return region_impl(d_.get(), memh, rb);
+  }
+
+  std::size_t poll(std::span<completion> out) {
+    for (int round = 0; round < 4 && d_->ring.size() < out.size(); ++round) {
+      const unsigned progressed = ucp_worker_progress(d_->worker);
+      detail::run_deferred(*d_);
+      detail::check_liveness(*d_);
+      if (progressed == 0 && d_->deferred.empty()) break;
+    }
+    return d_->ring.drain(out);
+  }
+
+  status wait(std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      detail::check_liveness(*d_);
+      if (!d_->ring.empty()) return status::ok;
+      if (ucp_worker_progress(d_->worker) != 0 || !d_->deferred.empty()) {
+        detail::run_deferred(*d_);
+        continue;
+      }
+      const ucs_status_t armed = ucp_worker_arm(d_->worker);
+      if (armed == UCS_ERR_BUSY) continue;
+      if (armed != UCS_OK) return detail::to_status(armed);
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return status::timed_out;
+      if (!d_->watched.empty()) {  // wake up for the liveness check
+        left = std::min(left, std::chrono::milliseconds(100));
+        d_->polls_since_check |= 63;
+      }
+      pollfd pfd{d_->event_fd, POLLIN, 0};
+      ::poll(&pfd, 1, static_cast<int>(left.count()));
+    }
+  }
+
+  result<std::vector<std::byte>> address() const {
+    ucp_address_t* addr = nullptr;
+    std::size_t len = 0;
+    if (ucs_status_t s = ucp_worker_get_address(d_->worker, &addr, &len); s != UCS_OK)
+      return detail::fail(s, "ucp_worker_get_address");
+    detail::peer_address me{d_->nonce, d_->self, d_->secret, {reinterpret_cast<const std::byte*>(addr), len}};
+    auto blob = detail::encode_address(me);
+    ucp_worker_release_address(d_->worker, addr);
+    return blob;
+  }
+
+  result<endpoint_impl> connect(std::span<const std::byte> blob) {
+    auto peer = detail::parse_address(blob);
+    if (!peer) return unexpected(std::move(peer).error());
+    auto p = std::make_unique<detail::peer_state>();
+    p->dom = d_.get();
+    p->send_tag = d_->nonce;
+    p->recv_tag = peer->nonce;
+    p->identity = peer->process;
+    p->peer_secret = peer->secret;
+    ucp_ep_params_t ep{};
+    ep.field_mask =
+        UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep.address = reinterpret_cast<const ucp_address_t*>(peer->worker_address.data());
+    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    ep.err_handler.cb = detail::on_peer_error;
+    ep.err_handler.arg = p.get();
+    ucs_status_t s = UCS_ERR_UNREACHABLE;
+    if (!detail::shared_memory_only(d_->transport)) s = ucp_ep_create(d_->worker, &ep, &p->ep);
+    if (s == UCS_ERR_UNREACHABLE && peer->process.node == d_->self.node) {
+      ep.field_mask &= ~static_cast<std::uint64_t>(UCP_EP_PARAM_FIELD_ERR_HANDLER);
+      ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+      p->detects_failure = false;
+      s = ucp_ep_create(d_->worker, &ep, &p->ep);
+    }
+    if (s != UCS_OK) return detail::fail(s, "ucp_ep_create");
+    if (!p->detects_failure) d_->watched.push_back(p.get());
+    return endpoint_impl(std::move(p));
+  }
+
+  provider_id provider() const noexcept { return provider_id::ucx; }
+  capabilities runtime_caps() const noexcept { return ucx_caps; }
+  std::string describe() const { return "ucx " + version() + ", UCX_TLS=" + d_->transport; }
+  static std::string version() {
+    unsigned major = 0, minor = 0, release = 0;
+    ucp_get_version(&major, &minor, &release);
+    return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(release);
+  }
+
+  // Malformed notifications received from peers and dropped.
+  std::uint64_t dropped_notifications() const noexcept { return d_->dropped_notifications; }
+  int event_fd() const noexcept { return d_->event_fd; }
+  ucp_worker_h worker() const noexcept { return d_->worker; }
+
+ private:
+  explicit domain_impl(std::unique_ptr<detail::domain_state> d) : d_(std::move(d)) {}
+  std::unique_ptr<detail::domain_state> d_;
+};
+
+}  // namespace fabrix::ucx

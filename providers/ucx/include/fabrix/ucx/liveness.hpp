@@ -1,0 +1,87 @@
+// Peer liveness for endpoints UCX cannot watch (UCX 1.13's shared-memory
+// transports have no peer-failure support). Such peers are on this node, so
+// fabrix checks their process directly: gone, a zombie, or a new process
+// with the same pid (start time differs) all count as dead.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include <unistd.h>
+
+namespace fabrix::ucx::detail {
+
+struct process_identity {
+  std::uint64_t node = 0;  // hash of this boot's /proc/sys/kernel/random/boot_id
+  std::uint32_t pid = 0;
+  std::uint64_t start_time = 0;  // /proc/<pid>/stat field 22 (clock ticks after boot)
+};
+
+// State letter and start time from /proc/<pid>/stat; false when unreadable.
+inline bool read_proc_stat(std::uint32_t pid, char& state, std::uint64_t& start_time) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  if (!f) return false;
+  char buf[1024];
+  const std::size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+  std::fclose(f);
+  buf[n] = '\0';
+  const char* p = std::strrchr(buf, ')');  // the command name may hold spaces and parens
+  if (!p || p[1] != ' ') return false;
+  p += 2;
+  state = *p;
+  for (int field = 3; field < 22; ++field) {  // p is at field 3; skip to field 22
+    p = std::strchr(p, ' ');
+    if (!p) return false;
+    ++p;
+  }
+  start_time = std::strtoull(p, nullptr, 10);
+  return true;
+}
+
+inline process_identity self_identity() {
+  process_identity id;
+  id.pid = static_cast<std::uint32_t>(::getpid());
+  char state = 0;
+  read_proc_stat(id.pid, state, id.start_time);
+  if (std::FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
+    char buf[64] = {};
+    const std::size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+    std::fclose(f);
+    std::uint64_t h = 0xcbf29ce484222325ull;
+    for (std::size_t i = 0; i < n; ++i) h = (h ^ static_cast<unsigned char>(buf[i])) * 0x100000001b3ull;
+    id.node = h;
+  }
+  return id;
+}
+
+// True when `peer` (a process on this node) no longer runs.
+inline bool process_gone(const process_identity& peer) {
+  char state = 0;
+  std::uint64_t start = 0;
+  if (!read_proc_stat(peer.pid, state, start)) return true;
+  return state == 'Z' || state == 'X' || start != peer.start_time;
+}
+
+// True when a UCX_TLS list names only shared-memory transports, whose
+// endpoints cannot use UCX's peer-failure handling.
+inline bool shared_memory_only(const std::string& tls) {
+  static constexpr const char* shm[] = {"sm", "shm", "sysv", "posix", "cma", "knem", "xpmem", "self"};
+  if (tls.empty() || tls == "all") return false;
+  std::size_t start = 0;
+  while (start <= tls.size()) {
+    const std::size_t end = std::min(tls.find(',', start), tls.size());
+    const std::string name = tls.substr(start, end - start);
+    bool known = false;
+    for (const char* s : shm) known = known || name == s;
+    if (!known) return false;
+    start = end + 1;
+  }
+  return true;
+}
+
+}  // namespace fabrix::ucx::detail

@@ -1,0 +1,119 @@
+// Posting one validated operation on a UCX endpoint.
+//
+// Mapping: write -> ucp_put_nbx per local slice; read -> ucp_get_nbx;
+// fetch_add / compare_swap -> ucp_atomic_op_nbx (ADD / CSWAP, 8 bytes);
+// send / recv -> tagged messages (tag = sending domain's nonce);
+// flush -> ucp_ep_flush_nbx; write_with_imm -> put(s), then an endpoint flush
+// (every earlier put and AMO on the endpoint is complete at the target), then
+// an active message carrying the 32-bit value. The target's handler queues
+// the notification, so it can only be seen after the data is in place.
+#pragma once
+
+#include <fabrix/detail/validate.hpp>
+#include <fabrix/operation.hpp>
+#include <fabrix/ucx/progress.hpp>
+#include <fabrix/ucx/state.hpp>
+
+#include <cstring>
+
+namespace fabrix::ucx::detail {
+
+inline bool same_region(const remote_buffer& a, const remote_buffer& b) noexcept {
+  return a.owner == b.owner && a.epoch == b.epoch && a.seal == b.seal && a.address == b.address &&
+         a.length == b.length && a.rights == b.rights && a.key_size == b.key_size &&
+         std::memcmp(a.key.data(), b.key.data(), a.key_size) == 0;
+}
+
+// The endpoint's unpacked rkey for `rb`: unpacked once per remote region (not
+// per operation), after checking that the peer of this endpoint made `rb`
+// and that nothing in it was changed (its seal). nullptr when refused.
+inline ucp_rkey_h rkey_for(peer_state& p, const remote_buffer& rb) {
+  for (const auto& e : p.rkeys)
+    if (same_region(e.verified, rb)) return e.rkey;
+  if (rb.owner != p.recv_tag || rb.seal != rb.compute_seal(p.peer_secret)) return nullptr;
+  ucp_rkey_h rkey = nullptr;
+  if (ucp_ep_rkey_unpack(p.ep, rb.key.data(), &rkey) != UCS_OK) return nullptr;
+  p.rkeys.push_back({rb, rkey});
+  return rkey;
+}
+
+inline status post_one(peer_state& p, const operation& o) {
+  domain_state& d = *p.dom;
+  if (p.failed) return status::peer_unreachable;
+
+  ucp_rkey_h rkey = nullptr;
+  std::uint64_t raddr = 0;
+  if (fabrix::detail::uses_remote(o.code)) {
+    rkey = rkey_for(p, *o.remote.buffer);
+    if (rkey == nullptr) return status::invalid_argument;
+    raddr = o.remote.buffer->address + o.remote.offset;
+  }
+  op_slot* op = d.ops.take();
+  if (op == nullptr) return status::again;
+  op->in_use = true;
+  op->dom = &d;
+  op->peer = &p;
+  op->c.token = o.token;
+  op->c.op = o.code;
+  op->c.flags = o.flags;
+  op->c.imm = o.imm;
+  op->c.bytes = o.code == opcode::flush ? 0 : o.local_bytes();
+  op->st = stage::data;
+  op->pending = 1;  // held while posting, so the op cannot finish half-posted
+
+  ucp_request_param_t prm = request_param(op);
+  const local_slice& first = o.locals()[0];
+  switch (o.code) {
+    case opcode::write_with_imm:
+      op->header.imm = o.imm;
+      op->header.bytes = o.remote.length;
+      ++p.imm_in_progress;
+      [[fallthrough]];
+    case opcode::write:
+    case opcode::read:
+      prm.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+      for (const local_slice& l : o.locals()) {
+        if (l.length == 0) continue;
+        prm.memh = static_cast<ucp_mem_h>(l.descriptor);
+        track(op, o.code == opcode::read ? ucp_get_nbx(p.ep, l.address, l.length, raddr, rkey, &prm)
+                                         : ucp_put_nbx(p.ep, l.address, l.length, raddr, rkey, &prm));
+        raddr += l.length;
+      }
+      break;
+    case opcode::fetch_add:
+    case opcode::compare_swap: {
+      const bool cas = o.code == opcode::compare_swap;
+      // UCX CSWAP: `buffer` holds the expected value, reply_buffer the value
+      // to swap in; the old remote value then lands in reply_buffer.
+      op->operand = cas ? o.compare : o.operand;
+      if (cas) std::memcpy(first.address, &o.operand, 8);
+      prm.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_REPLY_BUFFER;
+      prm.datatype = ucp_dt_make_contig(8);
+      prm.reply_buffer = first.address;
+      track(op,
+            ucp_atomic_op_nbx(p.ep, cas ? UCP_ATOMIC_OP_CSWAP : UCP_ATOMIC_OP_ADD, &op->operand, 1, raddr, rkey, &prm));
+      break;
+    }
+    case opcode::send: track(op, ucp_tag_send_nbx(p.ep, first.address, first.length, p.send_tag, &prm)); break;
+    case opcode::recv:
+      prm.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+      prm.cb.recv = on_recv_done;
+      op->c.bytes = 0;
+      track(op, ucp_tag_recv_nbx(d.worker, first.address, first.length, p.recv_tag, ~ucp_tag_t{0}, &prm));
+      break;
+    case opcode::flush:
+      op->st = stage::user_flush;
+      if (p.imm_in_progress > 0) {  // wait until earlier notifications are out
+        op->pending = 0;
+        p.parked_flushes.push_back(op);
+        return status::ok;
+      }
+      track(op, ucp_ep_flush_nbx(p.ep, &prm));
+      break;
+    case opcode::remote_write_imm: break;  // refused by validation
+  }
+  request_done(op, UCS_OK);
+  return status::ok;
+}
+
+}  // namespace fabrix::ucx::detail

@@ -1,0 +1,178 @@
+// How a UCX operation moves from posted to completed. UCX calls back from
+// inside ucp_worker_progress; callbacks only count down and queue work —
+// every new UCX call a stage needs is made from run_deferred(), after
+// progress has returned, never from inside a callback.
+#pragma once
+
+#include <fabrix/ucx/state.hpp>
+#include <fabrix/ucx/status.hpp>
+
+#include <cstring>
+
+namespace fabrix::ucx::detail {
+
+inline void stage_done(op_slot* op);
+
+// One UCX request of the op's current stage finished with `s`.
+inline void request_done(op_slot* op, ucs_status_t s) noexcept {
+  if (s != UCS_OK && op->first_error == UCS_OK) op->first_error = s;
+  if (--op->pending != 0) return;
+  if (op->abandoned) {  // its completion went out when the peer died
+    op->dom->ops.give_back(op);
+    return;
+  }
+  stage_done(op);
+}
+
+inline void on_send_done(void* request, ucs_status_t s, void* user) {
+  auto* op = static_cast<op_slot*>(user);
+  op->request = nullptr;
+  request_done(op, s);
+  ucp_request_free(request);
+}
+
+inline void on_recv_done(void* request, ucs_status_t s, const ucp_tag_recv_info_t* info, void* user) {
+  auto* op = static_cast<op_slot*>(user);
+  if (s == UCS_OK && info) op->c.bytes = info->length;
+  op->request = nullptr;
+  request_done(op, s);
+  ucp_request_free(request);
+}
+
+// Accounts for one posted request: immediate completion, immediate error,
+// or a request whose callback comes later.
+inline void track(op_slot* op, ucs_status_ptr_t p) noexcept {
+  ++op->pending;
+  if (UCS_PTR_IS_PTR(p)) {
+    op->request = p;
+    return;
+  }
+  request_done(op, UCS_PTR_STATUS(p));
+}
+
+inline ucp_request_param_t request_param(op_slot* op) noexcept {
+  ucp_request_param_t prm{};
+  prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  prm.cb.send = on_send_done;
+  prm.user_data = op;
+  return prm;
+}
+
+// Pushes the op's completion and settles write_with_imm accounting.
+inline void deliver(op_slot* op) {
+  domain_state& d = *op->dom;
+  op->c.status = to_status(op->first_error);
+  op->c.native_code = static_cast<std::int32_t>(op->first_error);
+  if (op->c.status != status::ok && op->c.op != opcode::recv) op->c.bytes = 0;
+  d.ring.push(op->c);
+  if (op->c.op == opcode::write_with_imm && op->peer) {
+    peer_state& p = *op->peer;
+    if (--p.imm_in_progress == 0) {
+      while (op_slot* f = p.parked_flushes.pop_front()) d.deferred.push_back(f);
+    }
+  }
+}
+
+// Delivers the completion and returns the slot to the pool.
+inline void complete(op_slot* op) {
+  deliver(op);
+  op->in_use = false;
+  op->dom->ops.give_back(op);
+}
+
+inline void stage_done(op_slot* op) {
+  if (op->peer == nullptr && op->first_error == UCS_OK) op->first_error = UCS_ERR_CANCELED;  // detached
+  if (op->c.op == opcode::write_with_imm && op->first_error == UCS_OK) {
+    if (op->st == stage::data) {
+      op->st = stage::imm_flush;
+      op->dom->deferred.push_back(op);
+      return;
+    }
+    if (op->st == stage::imm_flush) {
+      op->st = stage::imm_notify;
+      op->dom->deferred.push_back(op);
+      return;
+    }
+  }
+  complete(op);
+}
+
+// Starts the next stage of every queued op. Called by poll()/wait() after
+// ucp_worker_progress, and by teardown.
+inline void run_deferred(domain_state& d) {
+  while (op_slot* op = d.deferred.pop_front()) {
+    if (op->peer == nullptr || op->peer->failed) {
+      const ucs_status_t why = op->peer ? op->peer->failure : UCS_ERR_CANCELED;
+      if (op->first_error == UCS_OK) op->first_error = why != UCS_OK ? why : UCS_ERR_CANCELED;
+      complete(op);
+      continue;
+    }
+    peer_state& p = *op->peer;
+    ucp_request_param_t prm = request_param(op);
+    op->pending = 1;
+    if (op->st == stage::imm_notify) {
+      track(op, ucp_am_send_nbx(p.ep, am_notify, &op->header, sizeof(op->header), nullptr, 0, &prm));
+    } else {  // imm_flush, user_flush
+      track(op, ucp_ep_flush_nbx(p.ep, &prm));
+    }
+    request_done(op, UCS_OK);
+  }
+}
+
+// Active-message handler for notifications: queues a remote_write_imm
+// completion. A malformed header from a peer is counted and dropped.
+inline ucs_status_t on_notify(void* arg, const void* header, size_t header_length, void*, size_t,
+                              const ucp_am_recv_param_t*) {
+  auto* d = static_cast<domain_state*>(arg);
+  notify_header h;
+  if (header_length != sizeof(h)) {
+    ++d->dropped_notifications;
+    return UCS_OK;
+  }
+  std::memcpy(&h, header, sizeof(h));
+  if (h.magic != notify_magic) {
+    ++d->dropped_notifications;
+    return UCS_OK;
+  }
+  completion c{};
+  c.op = opcode::remote_write_imm;
+  c.imm = h.imm;
+  c.bytes = h.bytes;
+  d->ring.push(c);
+  return UCS_OK;
+}
+
+// The peer died and UCX will not say so: complete every operation waiting
+// on it now, with `why`. UCX keeps the requests; their slots return to the
+// pool only if UCX ever completes them.
+inline void abandon_peer(domain_state& d, peer_state& p, ucs_status_t why) {
+  p.failed = true;
+  p.failure = why;
+  while (op_slot* f = p.parked_flushes.pop_front()) d.deferred.push_back(f);
+  for (op_slot* op = d.ops.begin(); op != d.ops.end(); ++op) {
+    if (!op->in_use || op->abandoned || op->peer != &p || op->pending == 0) continue;
+    if (op->first_error == UCS_OK) op->first_error = why;
+    op->abandoned = true;
+    deliver(op);
+  }
+  run_deferred(d);
+}
+
+// Throttled: looks at watched peers about every 100 ms of polling.
+inline void check_liveness(domain_state& d) {
+  if (d.watched.empty() || (++d.polls_since_check & 63) != 0) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (now < d.next_liveness_check) return;
+  d.next_liveness_check = now + std::chrono::milliseconds(100);
+  for (peer_state* p : d.watched) {
+    if (!p->failed && process_gone(p->identity)) abandon_peer(d, *p, UCS_ERR_CONNECTION_RESET);
+  }
+}
+
+inline void on_peer_error(void* arg, ucp_ep_h, ucs_status_t s) {
+  auto* p = static_cast<peer_state*>(arg);
+  p->failed = true;
+  p->failure = s;
+}
+
+}  // namespace fabrix::ucx::detail

@@ -1,0 +1,42 @@
+// A ucp_mem_map registration and its packed rkey, carried in a remote_buffer.
+#pragma once
+
+#include <fabrix/remote_buffer.hpp>
+#include <fabrix/ucx/state.hpp>
+
+#include <ucp/api/ucp.h>
+
+#include <utility>
+
+namespace fabrix::ucx {
+
+class region_impl {
+ public:
+  region_impl(detail::domain_state* d, ucp_mem_h memh, const remote_buffer& rb) : d_(d), memh_(memh), rb_(rb) {}
+  region_impl(region_impl&& o) noexcept : d_(o.d_), memh_(std::exchange(o.memh_, nullptr)), rb_(o.rb_) {}
+  region_impl& operator=(region_impl&& o) noexcept {
+    if (this != &o) {
+      release();
+      d_ = o.d_;
+      memh_ = std::exchange(o.memh_, nullptr);
+      rb_ = o.rb_;
+    }
+    return *this;
+  }
+  ~region_impl() { release(); }
+
+  const remote_buffer& remote() const noexcept { return rb_; }
+  void* descriptor() const noexcept { return memh_; }
+
+ private:
+  void release() noexcept {
+    if (memh_) ucp_mem_unmap(d_->context, memh_);
+    memh_ = nullptr;
+  }
+
+  detail::domain_state* d_;
+  ucp_mem_h memh_;
+  remote_buffer rb_;
+};
+
+}  // namespace fabrix::ucx

@@ -1,0 +1,127 @@
+// The UCX provider's state. domain_state and peer_state live on the heap so
+// their addresses, handed to UCX as callback arguments, survive moves of the
+// owning domain_impl / endpoint_impl.
+#pragma once
+
+#include <fabrix/completion.hpp>
+#include <fabrix/detail/completion_ring.hpp>
+#include <fabrix/detail/siphash.hpp>
+#include <fabrix/detail/slot_pool.hpp>
+#include <fabrix/remote_buffer.hpp>
+#include <fabrix/ucx/liveness.hpp>
+
+#include <ucp/api/ucp.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fabrix::ucx::detail {
+
+// Active-message ids on a fabrix worker.
+inline constexpr unsigned am_notify = 17;
+inline constexpr std::uint32_t notify_magic = 0x46425849;  // "FBXI"
+
+// The whole payload of a write_with_imm notification (an AM header).
+struct notify_header {
+  std::uint32_t magic = notify_magic;
+  std::uint32_t imm = 0;
+  std::uint64_t bytes = 0;
+};
+
+struct peer_state;
+struct domain_state;
+
+// Where an operation is. write_with_imm goes data -> imm_flush -> imm_notify;
+// a flush posted while notifications are pending waits as `parked_flush`.
+enum class stage : std::uint8_t { data, imm_flush, imm_notify, user_flush };
+
+struct op_slot {
+  completion c{};
+  domain_state* dom = nullptr;
+  peer_state* peer = nullptr;
+  void* request = nullptr;    // outstanding recv request, for cancellation
+  std::uint32_t pending = 0;  // UCX requests of the current stage, +1 while posting
+  ucs_status_t first_error = UCS_OK;
+  stage st = stage::data;
+  bool in_use = false;
+  bool abandoned = false;        // completion delivered early (dead peer); UCX still owns requests
+  notify_header header{};        // AM header: must live until the AM completes
+  std::uint64_t operand = 0;     // atomic operand buffer: must live until completion
+  op_slot* next = nullptr;       // deferred / parked list link
+  op_slot* next_free = nullptr;  // slot_pool link
+};
+
+// Intrusive FIFO of slots (no allocation).
+struct op_list {
+  op_slot* head = nullptr;
+  op_slot* tail = nullptr;
+  bool empty() const noexcept { return head == nullptr; }
+  void push_back(op_slot* op) noexcept {
+    op->next = nullptr;
+    if (tail)
+      tail->next = op;
+    else
+      head = op;
+    tail = op;
+  }
+  op_slot* pop_front() noexcept {
+    op_slot* op = head;
+    if (op) {
+      head = op->next;
+      if (!head) tail = nullptr;
+      op->next = nullptr;
+    }
+    return op;
+  }
+};
+
+struct domain_state {
+  ucp_context_h context = nullptr;
+  ucp_worker_h worker = nullptr;
+  int event_fd = -1;
+  std::uint64_t nonce = 0;            // random: names this domain in remote_buffers and tags
+  fabrix::detail::seal_key secret{};  // random: seals our remote_buffers; given to connected peers
+  std::uint64_t next_epoch = 1;
+  std::string transport;  // UCX_TLS in force, for describe()
+  fabrix::detail::completion_ring ring;
+  fabrix::detail::slot_pool<op_slot> ops;
+  op_list deferred;                         // slots whose next stage starts in poll()
+  std::uint64_t dropped_notifications = 0;  // malformed notify AMs from peers
+  process_identity self = self_identity();
+  std::vector<peer_state*> watched;  // peers whose liveness fabrix checks itself
+  std::chrono::steady_clock::time_point next_liveness_check{};
+  std::uint32_t polls_since_check = 0;
+
+  explicit domain_state(std::size_t max_outstanding) : ring(max_outstanding), ops(max_outstanding) {}
+  domain_state(const domain_state&) = delete;
+  domain_state& operator=(const domain_state&) = delete;
+  ~domain_state() {
+    if (worker) ucp_worker_destroy(worker);
+    if (context) ucp_cleanup(context);
+  }
+};
+
+// A remote region whose seal has been verified, and its unpacked rkey.
+struct rkey_entry {
+  remote_buffer verified;
+  ucp_rkey_h rkey = nullptr;
+};
+
+struct peer_state {
+  domain_state* dom = nullptr;
+  ucp_ep_h ep = nullptr;
+  std::uint64_t send_tag = 0;              // our domain's nonce: tags our sends
+  std::uint64_t recv_tag = 0;              // the peer domain's nonce: matches its sends, owns its regions
+  fabrix::detail::seal_key peer_secret{};  // verifies the peer's remote_buffers
+  bool failed = false;                     // set by UCX's error handler or by teardown
+  bool detects_failure = true;             // UCX reports this peer's death (not on shm)
+  process_identity identity;               // the peer process, for the liveness check
+  ucs_status_t failure = UCS_OK;
+  std::uint32_t imm_in_progress = 0;
+  op_list parked_flushes;
+  std::vector<rkey_entry> rkeys;  // unpacked once per remote region
+};
+
+}  // namespace fabrix::ucx::detail
