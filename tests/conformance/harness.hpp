@@ -1,0 +1,220 @@
+// Multi-process test harness: each rank is a forked child with its own
+// domain, connected to the others through the real bootstrap. The doctest
+// process only supervises; it never opens a provider, so forking is safe.
+//
+// Inside a rank, FX_CHECK fails by printing the failed expression and
+// exiting with code 1; the supervisor turns each rank's exit into a doctest
+// check. A rank that exceeds the time limit is killed and fails the test.
+#pragma once
+
+#include <doctest/doctest.h>
+#include <fabrix/fabrix.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace fxt {
+
+[[noreturn]] inline void rank_fail(const char* what, const char* file, int line, const std::string& detail = {}) {
+  std::fprintf(stderr, "rank %d: %s:%d: check failed: %s %s\n", static_cast<int>(::getpid()), file, line, what,
+               detail.c_str());
+  std::fflush(stderr);
+  std::_Exit(1);
+}
+
+#define FX_CHECK(...)                                                       \
+  do {                                                                      \
+    if (!(__VA_ARGS__)) ::fxt::rank_fail(#__VA_ARGS__, __FILE__, __LINE__); \
+  } while (0)
+
+#define FX_CHECK_STATUS(expr, expected)                                          \
+  do {                                                                           \
+    const ::fabrix::status fx_s_ = (expr);                                       \
+    if (fx_s_ != (expected))                                                     \
+      ::fxt::rank_fail(#expr " == " #expected, __FILE__, __LINE__,               \
+                       "(got " + std::string(::fabrix::to_string(fx_s_)) + ")"); \
+  } while (0)
+
+template <class R>
+auto must(R&& r, const char* what) {
+  if (!r) rank_fail(what, __FILE__, __LINE__, r.error().describe());
+  return std::move(*r);
+}
+
+// How a rank is expected to end.
+enum class ending { exit_ok, killed };
+
+// Forks `n` ranks running body(rank, bootstrap) and checks how each ended.
+inline void run_ranks(int n, const std::function<void(int, fabrix::bootstrap&)>& body,
+                      std::chrono::seconds limit = std::chrono::seconds(90),
+                      const std::function<ending(int)>& expected = {}) {
+  auto root = fabrix::bootstrap::listen(n, "127.0.0.1:0", "fabrix-test");
+  REQUIRE_MESSAGE(root.has_value(), (root ? "" : root.error().describe()));
+  const std::string where = "127.0.0.1:" + std::to_string(root->port());
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < n; ++rank) {
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      auto boot = rank == 0 ? root->accept() : fabrix::bootstrap::create(rank, n, where, "fabrix-test");
+      if (!boot) rank_fail("bootstrap", __FILE__, __LINE__, boot.error().describe());
+      body(rank, *boot);
+      std::fflush(stdout);
+      std::_Exit(0);
+    }
+    pids.push_back(pid);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  std::vector<int> statuses(n, -1);
+  int left = n;
+  while (left > 0) {
+    for (int r = 0; r < n; ++r) {
+      if (statuses[r] != -1) continue;
+      int st = 0;
+      if (::waitpid(pids[r], &st, WNOHANG) == pids[r]) {
+        statuses[r] = st;
+        --left;
+      }
+    }
+    if (left == 0) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      for (int r = 0; r < n; ++r)
+        if (statuses[r] == -1) ::kill(pids[r], SIGKILL);
+      FAIL_CHECK("ranks did not finish within " << limit.count() << " s (killed)");
+      for (int r = 0; r < n; ++r)
+        if (statuses[r] == -1) ::waitpid(pids[r], &statuses[r], 0);
+      return;
+    }
+    ::usleep(2000);
+  }
+  for (int r = 0; r < n; ++r) {
+    const ending want = expected ? expected(r) : ending::exit_ok;
+    const int st = statuses[r];
+    if (want == ending::exit_ok) {
+      CHECK_MESSAGE((WIFEXITED(st) && WEXITSTATUS(st) == 0), "rank " << r << " failed (status " << st << ")");
+    } else {
+      CHECK_MESSAGE((WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL), "rank " << r << " should have been killed");
+    }
+  }
+}
+
+// Which transport the suite runs on: FABRIX_TEST_TRANSPORT (a UCX_TLS list).
+inline fabrix::domain_options test_options() {
+  fabrix::domain_options o;
+  if (const char* t = std::getenv("FABRIX_TEST_TRANSPORT")) o.transport = t;
+  return o;
+}
+
+// One rank's view of a job: its domain, a queue pair per rank, and a
+// backlog so that waiting for one kind of completion never drops another.
+template <class P>
+struct rank_env {
+  int rank;
+  int size;
+  fabrix::bootstrap& boot;
+  fabrix::domain<P> dom;
+  std::vector<fabrix::queue_pair<P>> qps;
+  std::deque<fabrix::completion> backlog;
+
+  rank_env(int r, fabrix::bootstrap& b, fabrix::domain<P> d)
+      : rank(r), size(b.size()), boot(b), dom(std::move(d)), qps(must(fabrix::connect_all(dom, boot), "connect_all")) {}
+
+  fabrix::memory_region<P> reg(std::vector<std::byte>& buf, fabrix::access rights = fabrix::access::all_remote) {
+    return must(dom.register_memory(buf, rights), "register_memory");
+  }
+  std::vector<fabrix::remote_buffer> share(const fabrix::memory_region<P>& mr) {
+    return must(fabrix::exchange(boot, mr.remote()), "exchange");
+  }
+
+  // The next completion matching `pred`, polling up to `limit`; others wait in the backlog.
+  template <class Pred>
+  fabrix::completion next(Pred pred, std::chrono::milliseconds limit = std::chrono::milliseconds(20000)) {
+    for (auto it = backlog.begin(); it != backlog.end(); ++it) {
+      if (pred(*it)) {
+        fabrix::completion c = *it;
+        backlog.erase(it);
+        return c;
+      }
+    }
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    fabrix::completion buf[32];
+    while (std::chrono::steady_clock::now() < deadline) {
+      const std::size_t n = dom.poll(buf);
+      std::size_t found = n;
+      for (std::size_t i = 0; i < n; ++i) {
+        if (found == n && pred(buf[i]))
+          found = i;
+        else
+          backlog.push_back(buf[i]);
+      }
+      if (found != n) return buf[found];
+    }
+    rank_fail("completion did not arrive in time", __FILE__, __LINE__);
+  }
+  fabrix::completion next_token(std::uint64_t token) {
+    return next(
+        [token](const fabrix::completion& c) { return c.op != fabrix::opcode::remote_write_imm && c.token == token; });
+  }
+  fabrix::completion next_notify() {
+    return next([](const fabrix::completion& c) { return c.op == fabrix::opcode::remote_write_imm; });
+  }
+  // Posts and waits for the operation's successful completion.
+  void complete_ok(fabrix::status posted, std::uint64_t token) {
+    FX_CHECK_STATUS(posted, fabrix::status::ok);
+    const auto c = next_token(token);
+    if (c.status != fabrix::status::ok)
+      rank_fail("completion status ok", __FILE__, __LINE__, std::string(fabrix::to_string(c.status)));
+  }
+  // Polls (serving one-sided traffic aimed at us) for `d`.
+  void serve_for(std::chrono::milliseconds d) {
+    const auto until = std::chrono::steady_clock::now() + d;
+    fabrix::completion buf[32];
+    while (std::chrono::steady_clock::now() < until) {
+      const std::size_t n = dom.poll(buf);
+      backlog.insert(backlog.end(), buf, buf + n);
+    }
+  }
+  // A barrier that keeps serving one-sided traffic: ranks exchange a
+  // notification on their loopback-free path before the bootstrap barrier.
+  void sync(fabrix::memory_region<P>& scratch, const std::vector<fabrix::remote_buffer>& peers, std::uint32_t tag) {
+    for (int r = 0; r < size; ++r) {
+      if (r == rank) continue;
+      FX_CHECK_STATUS(qps[r].write_with_imm(scratch.slice(0, 0), peers[r].slice(0, 0), tag, 0xfeed0000u + tag),
+                      fabrix::status::ok);
+    }
+    for (int r = 0; r < size; ++r) {
+      if (r == rank) continue;
+      next([tag](const fabrix::completion& c) { return c.op == fabrix::opcode::remote_write_imm && c.imm == tag; });
+      next_token(0xfeed0000u + tag);
+    }
+  }
+};
+
+// Deterministic test bytes: different for every (seed, index).
+inline std::byte pattern(std::uint64_t seed, std::uint64_t i) {
+  std::uint64_t x = (seed + 1) * 0x9e3779b97f4a7c15ull + i * 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 29;
+  return static_cast<std::byte>(x & 0xff);
+}
+inline void fill(std::byte* p, std::size_t n, std::uint64_t seed) {
+  for (std::size_t i = 0; i < n; ++i) p[i] = pattern(seed, i);
+}
+// Index of the first wrong byte, or n when all match.
+inline std::size_t first_mismatch(const std::byte* p, std::size_t n, std::uint64_t seed) {
+  for (std::size_t i = 0; i < n; ++i)
+    if (p[i] != pattern(seed, i)) return i;
+  return n;
+}
+
+}  // namespace fxt

@@ -1,0 +1,119 @@
+// An in-process provider for unit tests of the core: "remote" memory is in
+// this process, operations are memcpy and plain arithmetic, completions are
+// immediate; device "limited" offers no atomics and no send/recv. It exercises the core templates (validation, routing,
+// awaitables, any_provider) without any fabric.
+#pragma once
+
+#include <fabrix/detail/completion_ring.hpp>
+#include <fabrix/fabrix.hpp>
+
+#include <cstring>
+#include <memory>
+
+namespace fake {
+
+struct domain_state {
+  fabrix::detail::completion_ring ring{64};
+  std::uint64_t epoch = 1;
+};
+
+class region_impl {
+ public:
+  explicit region_impl(const fabrix::remote_buffer& rb) : rb_(rb) {}
+  const fabrix::remote_buffer& remote() const noexcept { return rb_; }
+  void* descriptor() const noexcept { return nullptr; }
+
+ private:
+  fabrix::remote_buffer rb_;
+};
+
+class endpoint_impl {
+ public:
+  endpoint_impl(domain_state* self, domain_state* peer) : self_(self), peer_(peer) {}
+  fabrix::status post(std::span<const fabrix::operation> ops, std::size_t& posted) {
+    for (posted = 0; posted < ops.size(); ++posted) run(ops[posted]);
+    return fabrix::status::ok;
+  }
+
+ private:
+  void run(const fabrix::operation& o) {
+    fabrix::completion c{.token = o.token, .bytes = 0, .op = o.code, .flags = o.flags, .imm = o.imm};
+    auto* remote = o.remote.buffer ? reinterpret_cast<std::byte*>(o.remote.buffer->address + o.remote.offset) : nullptr;
+    for (const auto& l : o.locals()) {
+      if (o.code == fabrix::opcode::write || o.code == fabrix::opcode::write_with_imm)
+        std::memcpy(remote, l.address, l.length);
+      if (o.code == fabrix::opcode::read) std::memcpy(l.address, remote, l.length);
+      if (remote) remote += l.length;
+      c.bytes += l.length;
+    }
+    if (o.code == fabrix::opcode::fetch_add || o.code == fabrix::opcode::compare_swap) {
+      std::uint64_t old;
+      std::memcpy(&old, reinterpret_cast<void*>(o.remote.buffer->address + o.remote.offset), 8);
+      std::uint64_t next = o.code == fabrix::opcode::fetch_add ? old + o.operand : (old == o.compare ? o.operand : old);
+      std::memcpy(reinterpret_cast<void*>(o.remote.buffer->address + o.remote.offset), &next, 8);
+      std::memcpy(o.locals()[0].address, &old, 8);
+    }
+    self_->ring.push(c);
+    if (o.code == fabrix::opcode::write_with_imm)
+      peer_->ring.push({.bytes = o.remote.length, .op = fabrix::opcode::remote_write_imm, .imm = o.imm});
+  }
+  domain_state* self_;
+  domain_state* peer_;
+};
+
+class domain_impl {
+ public:
+  static fabrix::result<domain_impl> create(const fabrix::domain_options& o) {
+    if (o.transport == "refuse") return fabrix::unexpected(fabrix::status::unsupported, "refused", "fake");
+    domain_impl d;
+    if (o.device == "limited") d.caps_ = {.atomics = false, .send_recv = false, .max_sge = 4};
+    return d;
+  }
+  fabrix::result<region_impl> register_memory(void* addr, std::size_t len, fabrix::memory_location where,
+                                              fabrix::access rights) {
+    fabrix::remote_buffer rb;
+    rb.provider = fabrix::provider_id::none;
+    rb.rights = rights;
+    rb.location = where;
+    rb.address = reinterpret_cast<std::uintptr_t>(addr);
+    rb.length = len;
+    rb.epoch = d_->epoch++;
+    return region_impl(rb);
+  }
+  std::size_t poll(std::span<fabrix::completion> out) { return d_->ring.drain(out); }
+  fabrix::status wait(std::chrono::milliseconds) {
+    return d_->ring.empty() ? fabrix::status::timed_out : fabrix::status::ok;
+  }
+  fabrix::result<std::vector<std::byte>> address() const {
+    std::vector<std::byte> a(sizeof(void*));
+    const domain_state* p = d_.get();
+    std::memcpy(a.data(), &p, sizeof(p));
+    return a;
+  }
+  fabrix::result<endpoint_impl> connect(std::span<const std::byte> peer) {
+    if (peer.size() != sizeof(void*))
+      return fabrix::unexpected(fabrix::status::invalid_argument, "bad address", "fake");
+    domain_state* p;
+    std::memcpy(&p, peer.data(), sizeof(p));
+    return endpoint_impl(d_.get(), p);
+  }
+  fabrix::provider_id provider() const noexcept { return fabrix::provider_id::none; }
+  fabrix::capabilities runtime_caps() const noexcept { return caps_; }
+  std::string describe() const { return "fake"; }
+
+ private:
+  domain_impl() : d_(std::make_unique<domain_state>()) {}
+  std::unique_ptr<domain_state> d_;
+  fabrix::capabilities caps_{.max_sge = 4};
+};
+
+struct provider {
+  static constexpr std::string_view name = "fake";
+  static constexpr fabrix::capabilities caps{.max_sge = 4};
+  using domain_impl = fake::domain_impl;
+  using endpoint_impl = fake::endpoint_impl;
+  using region_impl = fake::region_impl;
+};
+static_assert(fabrix::provider<provider>);
+
+}  // namespace fake
