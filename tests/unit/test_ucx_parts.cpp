@@ -66,15 +66,16 @@ TEST_CASE("ucx notifications: malformed headers from peers are counted and dropp
   CHECK(c[0].bytes == 64);
 }
 
-TEST_CASE("ucx transports: which UCX_TLS lists are shared memory only") {
-  CHECK(ud::shared_memory_only("sysv,posix,cma"));
-  CHECK(ud::shared_memory_only("sm"));
-  CHECK(ud::shared_memory_only("posix,self"));
-  CHECK_FALSE(ud::shared_memory_only("tcp"));
-  CHECK_FALSE(ud::shared_memory_only("sysv,posix,cma,tcp"));
-  CHECK_FALSE(ud::shared_memory_only("all"));
-  CHECK_FALSE(ud::shared_memory_only(""));
-  CHECK_FALSE(ud::shared_memory_only("sysv,,cma"));
+TEST_CASE("ucx transports: which UCX_TLS lists may use shared memory") {
+  CHECK(ud::may_use_shared_memory(""));
+  CHECK(ud::may_use_shared_memory("all"));
+  CHECK(ud::may_use_shared_memory("sysv,posix,cma"));
+  CHECK(ud::may_use_shared_memory("tcp,sm"));
+  CHECK(ud::may_use_shared_memory("^tcp"));
+  CHECK_FALSE(ud::may_use_shared_memory("tcp"));
+  CHECK_FALSE(ud::may_use_shared_memory("tcp,self"));
+  CHECK_FALSE(ud::may_use_shared_memory("rc_verbs,ud_verbs"));
+  CHECK_FALSE(ud::may_use_shared_memory("^sm"));
 }
 
 TEST_CASE("ucx liveness: this process is alive; a reaped child, a zombie and a reused pid are not") {

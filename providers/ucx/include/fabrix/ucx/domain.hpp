@@ -3,11 +3,12 @@
 // inside poll()/wait(); wait() sleeps on the worker's event fd.
 // The address blob connect() takes is described in address.hpp.
 //
-// Peer failure: endpoints ask UCX for UCP_ERR_HANDLING_MODE_PEER. Where the
-// transports cannot do that (UCX 1.13 shared memory), the endpoint is made
-// without it and, the peer being on this node, poll()/wait() check its
-// process every 100 ms instead; a dead peer's operations then complete with
-// peer_unreachable.
+// Peer failure: a peer on another node, or any peer when UCX_TLS names no
+// shared-memory transport, gets UCP_ERR_HANDLING_MODE_PEER. Other peers on
+// this node get no UCX error handling — that mode would rule out UCX 1.13's
+// shared-memory transports — and poll()/wait() check their process every
+// 100 ms instead (liveness.hpp). Either way a dead peer's operations
+// complete with peer_unreachable.
 #pragma once
 
 #include <fabrix/capabilities.hpp>
@@ -198,14 +199,15 @@ class domain_impl {
     ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
     ep.err_handler.cb = detail::on_peer_error;
     ep.err_handler.arg = p.get();
-    ucs_status_t s = UCS_ERR_UNREACHABLE;
-    if (!detail::shared_memory_only(d_->transport)) s = ucp_ep_create(d_->worker, &ep, &p->ep);
-    if (s == UCS_ERR_UNREACHABLE && peer->process.node == d_->self.node) {
+    // A peer on this node (same kernel, same pid namespace) is watched by
+    // fabrix itself, which leaves UCX free to choose shared memory; UCX's
+    // peer-failure mode would rule those transports out.
+    if (peer->process.node == d_->self.node && detail::may_use_shared_memory(d_->transport)) {
       ep.field_mask &= ~static_cast<std::uint64_t>(UCP_EP_PARAM_FIELD_ERR_HANDLER);
       ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
       p->detects_failure = false;
-      s = ucp_ep_create(d_->worker, &ep, &p->ep);
     }
+    const ucs_status_t s = ucp_ep_create(d_->worker, &ep, &p->ep);
     if (s != UCS_OK) return detail::fail(s, "ucp_ep_create");
     if (!p->detects_failure) d_->watched.push_back(p.get());
     return endpoint_impl(std::move(p));

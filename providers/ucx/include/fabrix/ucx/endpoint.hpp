@@ -1,8 +1,8 @@
 // A UCX endpoint to one peer (the provider side of fabrix::queue_pair).
 //
-// Peer failure: endpoints use UCP_ERR_HANDLING_MODE_PEER; when UCX reports
-// the peer dead, in-flight operations complete with errors, later posts
-// return status::peer_unreachable, and the endpoint is never reused.
+// Peer failure (see domain.hpp for how it is detected): in-flight operations
+// complete with errors, later posts return status::peer_unreachable, and the
+// endpoint is never reused.
 #pragma once
 
 #include <fabrix/operation.hpp>

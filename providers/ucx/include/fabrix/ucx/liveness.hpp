@@ -1,13 +1,12 @@
-// Peer liveness for endpoints UCX cannot watch (UCX 1.13's shared-memory
-// transports have no peer-failure support). Such peers are on this node, so
-// fabrix checks their process directly: gone, a zombie, or a new process
-// with the same pid (start time differs) all count as dead.
+// Peer liveness for peers on this node. UCX 1.13's shared-memory transports
+// have no peer-failure support, so for such peers fabrix checks the process
+// directly: gone, a zombie, or a new process with the same pid (start time
+// differs) all count as dead. "This node" means the same kernel boot and the
+// same pid namespace — only then are the peer's pid and /proc comparable.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -48,14 +47,18 @@ inline process_identity self_identity() {
   id.pid = static_cast<std::uint32_t>(::getpid());
   char state = 0;
   read_proc_stat(id.pid, state, id.start_time);
+  std::string where;
   if (std::FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
     char buf[64] = {};
-    const std::size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+    where.append(buf, std::fread(buf, 1, sizeof(buf) - 1, f));
     std::fclose(f);
-    std::uint64_t h = 0xcbf29ce484222325ull;
-    for (std::size_t i = 0; i < n; ++i) h = (h ^ static_cast<unsigned char>(buf[i])) * 0x100000001b3ull;
-    id.node = h;
   }
+  char ns[128] = {};
+  const ssize_t n = ::readlink("/proc/self/ns/pid", ns, sizeof(ns) - 1);  // "pid:[4026531836]"
+  if (n > 0) where.append(ns, static_cast<std::size_t>(n));
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : where) h = (h ^ c) * 0x100000001b3ull;
+  id.node = h;
   return id;
 }
 
@@ -67,21 +70,21 @@ inline bool process_gone(const process_identity& peer) {
   return state == 'Z' || state == 'X' || start != peer.start_time;
 }
 
-// True when a UCX_TLS list names only shared-memory transports, whose
-// endpoints cannot use UCX's peer-failure handling.
-inline bool shared_memory_only(const std::string& tls) {
-  static constexpr const char* shm[] = {"sm", "shm", "sysv", "posix", "cma", "knem", "xpmem", "self"};
-  if (tls.empty() || tls == "all") return false;
+// False when a UCX_TLS list names no shared-memory transport (e.g. "tcp"):
+// then UCX's own peer-failure mode costs nothing and is used even on this node.
+inline bool may_use_shared_memory(const std::string& tls) {
+  static constexpr const char* shm[] = {"sm", "shm", "sysv", "posix", "cma", "knem", "xpmem"};
+  if (tls.empty() || tls == "all") return true;
   std::size_t start = 0;
   while (start <= tls.size()) {
-    const std::size_t end = std::min(tls.find(',', start), tls.size());
+    std::size_t end = tls.find(',', start);
+    if (end == std::string::npos) end = tls.size();
     const std::string name = tls.substr(start, end - start);
-    bool known = false;
-    for (const char* s : shm) known = known || name == s;
-    if (!known) return false;
+    for (const char* s : shm)
+      if (name == s || name == std::string("^") + s) return name[0] != '^';
     start = end + 1;
   }
-  return true;
+  return tls[0] == '^';  // an exclusion list keeps the transports it does not name
 }
 
 }  // namespace fabrix::ucx::detail

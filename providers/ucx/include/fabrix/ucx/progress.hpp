@@ -58,6 +58,8 @@ inline ucp_request_param_t request_param(op_slot* op) noexcept {
   return prm;
 }
 
+inline void fail_peer(domain_state& d, peer_state& p, ucs_status_t why);
+
 // Pushes the op's completion and settles write_with_imm accounting.
 inline void deliver(op_slot* op) {
   domain_state& d = *op->dom;
@@ -65,6 +67,11 @@ inline void deliver(op_slot* op) {
   op->c.native_code = static_cast<std::int32_t>(op->first_error);
   if (op->c.status != status::ok && op->c.op != opcode::recv) op->c.bytes = 0;
   d.ring.push(op->c);
+  if (op->peer && op->c.status == status::peer_unreachable && !op->peer->failed) {
+    // The endpoint is broken (without UCX's peer-failure mode this is how it
+    // shows): it is never reused, and what else waits on it ends now.
+    fail_peer(d, *op->peer, op->first_error);
+  }
   if (op->c.op == opcode::write_with_imm && op->peer) {
     peer_state& p = *op->peer;
     if (--p.imm_in_progress == 0) {
@@ -142,10 +149,11 @@ inline ucs_status_t on_notify(void* arg, const void* header, size_t header_lengt
   return UCS_OK;
 }
 
-// The peer died and UCX will not say so: complete every operation waiting
-// on it now, with `why`. UCX keeps the requests; their slots return to the
-// pool only if UCX ever completes them.
-inline void abandon_peer(domain_state& d, peer_state& p, ucs_status_t why) {
+// The peer is gone: later posts are refused, and every operation waiting on
+// it completes now with `why`. UCX keeps their requests; the slots return to
+// the pool only if UCX ever completes them. Makes no UCX call, so it is safe
+// inside callbacks; queued stages of the peer's ops end in run_deferred().
+inline void fail_peer(domain_state& d, peer_state& p, ucs_status_t why) {
   p.failed = true;
   p.failure = why;
   while (op_slot* f = p.parked_flushes.pop_front()) d.deferred.push_back(f);
@@ -155,7 +163,6 @@ inline void abandon_peer(domain_state& d, peer_state& p, ucs_status_t why) {
     op->abandoned = true;
     deliver(op);
   }
-  run_deferred(d);
 }
 
 // Throttled: looks at watched peers about every 100 ms of polling.
@@ -165,8 +172,9 @@ inline void check_liveness(domain_state& d) {
   if (now < d.next_liveness_check) return;
   d.next_liveness_check = now + std::chrono::milliseconds(100);
   for (peer_state* p : d.watched) {
-    if (!p->failed && process_gone(p->identity)) abandon_peer(d, *p, UCS_ERR_CONNECTION_RESET);
+    if (!p->failed && process_gone(p->identity)) fail_peer(d, *p, UCS_ERR_CONNECTION_RESET);
   }
+  run_deferred(d);
 }
 
 inline void on_peer_error(void* arg, ucp_ep_h, ucs_status_t s) {
