@@ -15,6 +15,7 @@ struct local_slice {
   std::uint64_t length = 0;
   void* descriptor = nullptr;  // the provider's local handle for the region (opaque here)
   provider_id provider = provider_id::none;
+  std::uint64_t owner = 0;  // the registering domain (remote_buffer::owner); providers refuse others'
   memory_location location{};
   // False when slice() was asked for a range outside its region; posting an
   // operation with such a slice returns status::out_of_range.

@@ -27,7 +27,7 @@ class memory_region {
   // use returns status::out_of_range (valid == false).
   local_slice slice(std::uint64_t offset, std::uint64_t length) const noexcept {
     const remote_buffer& rb = remote();
-    local_slice s{nullptr, length, impl_.descriptor(), rb.provider, rb.location, false};
+    local_slice s{nullptr, length, impl_.descriptor(), rb.provider, rb.owner, rb.location, false};
     if (offset <= rb.length && length <= rb.length - offset) {
       s.address = data() + offset;
       s.valid = true;

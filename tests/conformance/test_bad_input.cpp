@@ -44,6 +44,11 @@ TEST_CASE_TEMPLATE("conformance: out-of-range, read-only and foreign remote buff
       fabrix::remote_buffer foreign = prw[1];
       foreign.provider = fabrix::provider_id::verbs;
       FX_CHECK_STATUS(qp.write(ms.slice(0, 8), foreign.slice(0, 8), 1), status::invalid_argument);
+      // A local slice registered with another domain.
+      auto other = fxt::open_provider<P>::domain();
+      std::vector<std::byte> elsewhere(64);
+      auto mother = fxt::must(other.register_memory(elsewhere, access::local), "register elsewhere");
+      FX_CHECK_STATUS(qp.write(mother.slice(0, 8), prw[1].slice(0, 8), 1), status::invalid_argument);
       // A batch with one bad operation posts nothing.
       const fabrix::operation batch[] = {fabrix::op::write(ms.slice(0, 8), prw[1].slice(0, 8), 1),
                                          fabrix::op::write(ms.slice(0, 8), pro[1].slice(0, 8), 2)};
