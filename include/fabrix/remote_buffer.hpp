@@ -21,6 +21,7 @@
 #pragma once
 
 #include <fabrix/capabilities.hpp>
+#include <fabrix/detail/fnv1a.hpp>
 #include <fabrix/detail/siphash.hpp>
 #include <fabrix/memory.hpp>
 #include <fabrix/result.hpp>
@@ -82,15 +83,6 @@ class remote_buffer {
 static_assert(std::is_trivially_copyable_v<remote_buffer>);
 
 namespace detail {
-
-inline std::uint64_t fnv1a(std::span<const std::byte> bytes) noexcept {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  for (std::byte b : bytes) {
-    h ^= static_cast<std::uint8_t>(b);
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
 
 // Little-endian cursor over a fixed buffer; the caller checks sizes first.
 class le_writer {

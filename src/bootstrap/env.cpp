@@ -2,6 +2,8 @@
 // FABRIX_* or the launcher's variables (see include/fabrix/bootstrap.hpp).
 #include "state.hpp"
 
+#include <fabrix/detail/fnv1a.hpp>
+
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
@@ -79,15 +81,6 @@ std::optional<std::string> job_id() {
   return std::nullopt;
 }
 
-std::uint64_t fnv1a(std::string_view s) {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  for (char c : s) {
-    h ^= static_cast<unsigned char>(c);
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
 // When the launcher says the ranks are spread over several nodes, the
 // 127.0.0.1 default cannot work; returns the evidence.
 std::optional<std::string> spans_nodes(int size) {
@@ -156,7 +149,7 @@ result<bootstrap_config> bootstrap::config_from_env() {
                         "FABRIX_BOOTSTRAP is not set and the job spans several nodes (" + *why +
                             "): the 127.0.0.1 default only works on one node; set FABRIX_BOOTSTRAP=host:port "
                             "with an address of rank 0's node");
-    const auto port = static_cast<std::uint16_t>(20000 + fnv1a(*id) % 10000);
+    const auto port = static_cast<std::uint16_t>(20000 + detail::fnv1a(*id) % 10000);
     cfg.root = boot::format_host_port("127.0.0.1", port);
   }
   return cfg;

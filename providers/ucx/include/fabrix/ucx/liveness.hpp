@@ -5,6 +5,8 @@
 // same pid namespace — only then are the peer's pid and /proc comparable.
 #pragma once
 
+#include <fabrix/detail/fnv1a.hpp>
+
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -56,9 +58,7 @@ inline process_identity self_identity() {
   char ns[128] = {};
   const ssize_t n = ::readlink("/proc/self/ns/pid", ns, sizeof(ns) - 1);  // "pid:[4026531836]"
   if (n > 0) where.append(ns, static_cast<std::size_t>(n));
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : where) h = (h ^ c) * 0x100000001b3ull;
-  id.node = h;
+  id.node = fabrix::detail::fnv1a(where);
   return id;
 }
 
