@@ -22,6 +22,7 @@
 
 #include <fabrix/capabilities.hpp>
 #include <fabrix/detail/fnv1a.hpp>
+#include <fabrix/detail/little_endian.hpp>
 #include <fabrix/detail/siphash.hpp>
 #include <fabrix/memory.hpp>
 #include <fabrix/result.hpp>
@@ -81,48 +82,6 @@ class remote_buffer {
 };
 
 static_assert(std::is_trivially_copyable_v<remote_buffer>);
-
-namespace detail {
-
-// Little-endian cursor over a fixed buffer; the caller checks sizes first.
-class le_writer {
- public:
-  explicit le_writer(std::byte* p) noexcept : p_(p) {}
-  template <class T>
-  void put(T v) noexcept {
-    for (std::size_t i = 0; i < sizeof(T); ++i)
-      p_[i] = static_cast<std::byte>((static_cast<std::uint64_t>(v) >> (8 * i)) & 0xff);
-    p_ += sizeof(T);
-  }
-  void put_bytes(const std::byte* src, std::size_t n) noexcept {
-    if (n) std::memcpy(p_, src, n);
-    p_ += n;
-  }
-  std::byte* position() const noexcept { return p_; }
-
- private:
-  std::byte* p_;
-};
-
-class le_reader {
- public:
-  explicit le_reader(const std::byte* p) noexcept : p_(p) {}
-  template <class T>
-  T get() noexcept {
-    std::uint64_t v = 0;
-    for (std::size_t i = 0; i < sizeof(T); ++i)
-      v |= static_cast<std::uint64_t>(static_cast<std::uint8_t>(p_[i])) << (8 * i);
-    p_ += sizeof(T);
-    return static_cast<T>(v);
-  }
-  const std::byte* position() const noexcept { return p_; }
-  void skip(std::size_t n) noexcept { p_ += n; }
-
- private:
-  const std::byte* p_;
-};
-
-}  // namespace detail
 
 inline bool remote_buffer::encode_to(std::span<std::byte> out) const noexcept {
   if (key_size > max_key_size || out.size() < encoded_size()) return false;

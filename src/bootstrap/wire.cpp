@@ -27,13 +27,13 @@ std::string_view describe(reject_reason r) noexcept {
 std::vector<std::byte> encode_hello(std::uint32_t size, std::uint32_t rank, std::string_view token,
                                     std::uint16_t version) {
   std::vector<std::byte> out(hello_fixed_bytes + token.size());
-  put_u32(out.data(), wire_magic);
+  store_le<std::uint32_t>(out.data(), wire_magic);
   out[4] = std::byte(kind::hello);
   out[5] = std::byte{0};
-  put_u16(out.data() + 6, version);
-  put_u32(out.data() + 8, size);
-  put_u32(out.data() + 12, rank);
-  put_u32(out.data() + 16, static_cast<std::uint32_t>(token.size()));
+  store_le<std::uint16_t>(out.data() + 6, version);
+  store_le<std::uint32_t>(out.data() + 8, size);
+  store_le<std::uint32_t>(out.data() + 12, rank);
+  store_le<std::uint32_t>(out.data() + 16, static_cast<std::uint32_t>(token.size()));
   std::transform(token.begin(), token.end(), out.begin() + hello_fixed_bytes,
                  [](char c) { return static_cast<std::byte>(c); });
   return out;
@@ -41,29 +41,29 @@ std::vector<std::byte> encode_hello(std::uint32_t size, std::uint32_t rank, std:
 
 hello_prefix decode_hello_prefix(std::span<const std::byte, hello_fixed_bytes> b) noexcept {
   hello_prefix h;
-  h.magic = get_u32(b.data());
+  h.magic = load_le<std::uint32_t>(b.data());
   h.kind = std::to_integer<std::uint8_t>(b[4]);
-  h.version = get_u16(b.data() + 6);
-  h.size = get_u32(b.data() + 8);
-  h.rank = get_u32(b.data() + 12);
-  h.token_len = get_u32(b.data() + 16);
+  h.version = load_le<std::uint16_t>(b.data() + 6);
+  h.size = load_le<std::uint32_t>(b.data() + 8);
+  h.rank = load_le<std::uint32_t>(b.data() + 12);
+  h.token_len = load_le<std::uint32_t>(b.data() + 16);
   return h;
 }
 
 std::array<std::byte, frame_header_bytes> encode_frame_header(const frame_header& h) noexcept {
   std::array<std::byte, frame_header_bytes> out{};
-  put_u32(out.data(), wire_magic);
+  store_le<std::uint32_t>(out.data(), wire_magic);
   out[4] = std::byte(h.kind);
   out[5] = std::byte(h.op);
-  put_u16(out.data() + 6, h.aux);
-  put_u64(out.data() + 8, h.seq);
-  put_u32(out.data() + 16, h.count);
+  store_le<std::uint16_t>(out.data() + 6, h.aux);
+  store_le<std::uint64_t>(out.data() + 8, h.seq);
+  store_le<std::uint32_t>(out.data() + 16, h.count);
   return out;
 }
 
 std::array<std::byte, length_bytes> encode_length(std::uint64_t n) noexcept {
   std::array<std::byte, length_bytes> out{};
-  put_u64(out.data(), n);
+  store_le<std::uint64_t>(out.data(), n);
   return out;
 }
 
@@ -110,7 +110,7 @@ bool frame_parser::commit(std::size_t n) {
     case stage::header: {
       if (filled_ < frame_header_bytes) return true;
       const auto* p = header_bytes_.data();
-      if (get_u32(p) != wire_magic) return fail("bad magic (not a fabrix bootstrap stream)");
+      if (load_le<std::uint32_t>(p) != wire_magic) return fail("bad magic (not a fabrix bootstrap stream)");
       const auto k = std::to_integer<std::uint8_t>(p[4]);
       if (k < static_cast<std::uint8_t>(kind::welcome) || k > static_cast<std::uint8_t>(kind::abort))
         return fail("unknown frame kind " + std::to_string(k));
@@ -118,9 +118,9 @@ bool frame_parser::commit(std::size_t n) {
       if (o > static_cast<std::uint8_t>(op::barrier)) return fail("unknown operation " + std::to_string(o));
       header_.kind = static_cast<kind>(k);
       header_.op = static_cast<op>(o);
-      header_.aux = get_u16(p + 6);
-      header_.seq = get_u64(p + 8);
-      header_.count = get_u32(p + 16);
+      header_.aux = load_le<std::uint16_t>(p + 6);
+      header_.seq = load_le<std::uint64_t>(p + 8);
+      header_.count = load_le<std::uint32_t>(p + 16);
       // welcome and reject carry the job size in count and no blobs.
       if (header_.kind == kind::welcome || header_.kind == kind::reject) {
         stage_ = stage::done;
@@ -135,7 +135,7 @@ bool frame_parser::commit(std::size_t n) {
     }
     case stage::length: {
       if (filled_ < length_bytes) return true;
-      const std::uint64_t len = get_u64(length_bytes_.data());
+      const std::uint64_t len = load_le<std::uint64_t>(length_bytes_.data());
       if (len > max_blob_)
         return fail("blob " + std::to_string(blobs_.size()) + " announces " + std::to_string(len) +
                     " bytes, more than the limit of " + std::to_string(max_blob_));

@@ -14,6 +14,8 @@
 // is allocated for it.
 #pragma once
 
+#include <fabrix/detail/little_endian.hpp>
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -40,29 +42,8 @@ enum class reject_reason : std::uint16_t { version = 1, token = 2, size = 3, ran
 std::string_view to_string(op o) noexcept;
 std::string_view describe(reject_reason r) noexcept;
 
-inline void put_u16(std::byte* p, std::uint16_t v) noexcept {
-  p[0] = std::byte(v & 0xff);
-  p[1] = std::byte(v >> 8);
-}
-inline void put_u32(std::byte* p, std::uint32_t v) noexcept {
-  for (int i = 0; i < 4; ++i) p[i] = std::byte((v >> (8 * i)) & 0xff);
-}
-inline void put_u64(std::byte* p, std::uint64_t v) noexcept {
-  for (int i = 0; i < 8; ++i) p[i] = std::byte((v >> (8 * i)) & 0xff);
-}
-inline std::uint16_t get_u16(const std::byte* p) noexcept {
-  return static_cast<std::uint16_t>(std::to_integer<unsigned>(p[0]) | (std::to_integer<unsigned>(p[1]) << 8));
-}
-inline std::uint32_t get_u32(const std::byte* p) noexcept {
-  std::uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | std::to_integer<std::uint32_t>(p[i]);
-  return v;
-}
-inline std::uint64_t get_u64(const std::byte* p) noexcept {
-  std::uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | std::to_integer<std::uint64_t>(p[i]);
-  return v;
-}
+using detail::load_le;
+using detail::store_le;
 
 // The fixed part of a hello, as read off the wire (nothing validated yet).
 struct hello_prefix {

@@ -530,13 +530,13 @@ TEST_CASE("create/listen: argument checks") {
 
 TEST_CASE("wire: little-endian, bounded, never trusts a length") {
   std::byte b[8];
-  boot::put_u64(b, 0x0102030405060708ull);
+  boot::store_le<std::uint64_t>(b, 0x0102030405060708ull);
   CHECK(b[0] == std::byte{0x08});
   CHECK(b[7] == std::byte{0x01});
-  CHECK(boot::get_u64(b) == 0x0102030405060708ull);
-  boot::put_u32(b, 0xa1b2c3d4u);
+  CHECK(boot::load_le<std::uint64_t>(b) == 0x0102030405060708ull);
+  boot::store_le<std::uint32_t>(b, 0xa1b2c3d4u);
   CHECK(b[0] == std::byte{0xd4});
-  CHECK(boot::get_u32(b) == 0xa1b2c3d4u);
+  CHECK(boot::load_le<std::uint32_t>(b) == 0xa1b2c3d4u);
 
   CHECK(boot::tokens_equal("abc", "abc"));
   CHECK_FALSE(boot::tokens_equal("abc", "abd"));
@@ -606,7 +606,7 @@ TEST_CASE("wire: little-endian, bounded, never trusts a length") {
     for (int trial = 0; trial < 20000; ++trial) {
       std::vector<std::byte> bytes(rng() % 96);
       for (auto& x : bytes) x = static_cast<std::byte>(rng());
-      if (trial % 2 == 0 && bytes.size() >= 8) boot::put_u32(bytes.data(), boot::wire_magic);
+      if (trial % 2 == 0 && bytes.size() >= 8) boot::store_le<std::uint32_t>(bytes.data(), boot::wire_magic);
       if (trial % 4 == 0 && bytes.size() >= 8) bytes[4] = static_cast<std::byte>(1 + rng() % 6);
       boot::frame_parser p(static_cast<std::uint32_t>(rng() % 8), 64);
       feed(p, bytes);
@@ -709,7 +709,7 @@ TEST_CASE("strangers on the port are refused and the real job completes") {
   add("rank 7", boot::encode_hello(3, 7, token), boot::reject_reason::rank);
   add("wrong version", boot::encode_hello(3, 1, token, 99), boot::reject_reason::version);
   auto huge = boot::encode_hello(3, 1, "");
-  boot::put_u32(huge.data() + 16, 0xffffffffu);  // token_len
+  boot::store_le<std::uint32_t>(huge.data() + 16, 0xffffffffu);  // token_len
   add("4 GiB token", huge, std::nullopt);
   auto partial = boot::encode_hello(3, 1, token);
   partial.resize(10);
