@@ -43,6 +43,7 @@ struct any_domain_base {
   virtual result<std::vector<std::byte>> address() const = 0;
   virtual result<std::unique_ptr<any_endpoint_base>> connect(std::span<const std::byte> peer) = 0;
   virtual provider_id provider() const noexcept = 0;
+  virtual std::uint64_t owner() const noexcept = 0;
   virtual capabilities runtime_caps() const noexcept = 0;
   virtual std::string describe() const = 0;
 };
@@ -80,6 +81,7 @@ struct any_domain_model final : any_domain_base {
     return std::unique_ptr<any_endpoint_base>(new any_endpoint_model<P>(std::move(*e)));
   }
   provider_id provider() const noexcept override { return impl.provider(); }
+  std::uint64_t owner() const noexcept override { return impl.owner(); }
   capabilities runtime_caps() const noexcept override { return impl.runtime_caps(); }
   std::string describe() const override { return impl.describe(); }
   typename P::domain_impl impl;
@@ -183,6 +185,7 @@ struct any_provider {
       return endpoint_impl(std::move(*e));
     }
     provider_id provider() const noexcept { return d_->provider(); }
+    std::uint64_t owner() const noexcept { return d_->owner(); }
     capabilities runtime_caps() const noexcept { return d_->runtime_caps(); }
     std::string describe() const { return d_->describe(); }
 

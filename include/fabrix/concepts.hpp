@@ -11,10 +11,12 @@
 //     wait(milliseconds) -> status       block on the provider's event fd
 //     address() -> result<vector<byte>>  what a peer passes to connect()
 //     connect(span<const byte>) -> result<endpoint_impl>
-//     provider(), runtime_caps(), describe()
+//     provider(), owner(), runtime_caps(), describe()
+//       owner(): the id its regions carry (remote_buffer::owner, local_slice::owner)
 //   P::endpoint_impl                  a connected endpoint to one peer
 //     post(span<const operation>, size_t& posted) -> status
-//       operations arrive validated (ranges, rights, alignment, provider ids);
+//       operations arrive validated (ranges, rights, alignment, provider and
+//       domain of every local slice);
 //       on status::again or an error, `posted` says how many went out.
 //   P::region_impl                    a registration
 //     remote() -> const remote_buffer&, descriptor() -> void*
@@ -65,6 +67,7 @@ concept provider =
       { cd.address() } -> std::same_as<result<std::vector<std::byte>>>;
       { d.connect(peer) } -> std::same_as<result<typename P::endpoint_impl>>;
       { cd.provider() } -> std::same_as<provider_id>;
+      { cd.owner() } -> std::same_as<std::uint64_t>;
       { cd.runtime_caps() } -> std::same_as<capabilities>;
       { cd.describe() } -> std::convertible_to<std::string>;
       { e.post(ops, posted) } -> std::same_as<status>;

@@ -66,7 +66,7 @@ class domain {
   result<queue_pair<P>> connect(std::span<const std::byte> peer_address) {
     auto e = impl_.connect(peer_address);
     if (!e) return unexpected(std::move(e).error());
-    return queue_pair<P>(std::move(*e), impl_.provider(), impl_.runtime_caps());
+    return queue_pair<P>(std::move(*e), impl_.provider(), impl_.owner(), impl_.runtime_caps());
   }
 
   provider_id provider() const noexcept { return impl_.provider(); }

@@ -71,8 +71,8 @@ class queue_pair {
  public:
   using provider_type = P;
 
-  queue_pair(typename P::endpoint_impl impl, provider_id id, capabilities caps)
-      : impl_(std::move(impl)), id_(id), caps_(caps) {}
+  queue_pair(typename P::endpoint_impl impl, provider_id id, std::uint64_t owner, capabilities caps)
+      : impl_(std::move(impl)), id_(id), owner_(owner), caps_(caps) {}
 
   // --- posting with a token ------------------------------------------------
   status write(const local_slice& src, remote_slice dst, std::uint64_t token) {
@@ -133,14 +133,14 @@ class queue_pair {
   // `posted` is its index. Otherwise posts in order (one provider call).
   post_result post(std::span<const operation> ops) {
     for (std::size_t i = 0; i < ops.size(); ++i) {
-      if (status s = detail::validate(ops[i], id_, caps_); s != status::ok) return {s, i};
+      if (status s = detail::validate(ops[i], id_, owner_, caps_); s != status::ok) return {s, i};
     }
     std::size_t posted = 0;
     const status s = impl_.post(ops, posted);
     return {s, posted};
   }
   status post(const operation& o) {
-    if (status s = detail::validate(o, id_, caps_); s != status::ok) return s;
+    if (status s = detail::validate(o, id_, owner_, caps_); s != status::ok) return s;
     std::size_t posted = 0;
     return impl_.post(std::span<const operation>(&o, 1), posted);
   }
@@ -150,6 +150,7 @@ class queue_pair {
  private:
   typename P::endpoint_impl impl_;
   provider_id id_;
+  std::uint64_t owner_;  // the domain's id: local slices must carry it
   capabilities caps_;
 };
 

@@ -13,6 +13,11 @@
 namespace fake {
 
 struct domain_state {
+  std::uint64_t owner = next_owner();
+  static std::uint64_t next_owner() {
+    static std::uint64_t n = 0;
+    return ++n;
+  }
   fabrix::detail::completion_ring ring{64};
   std::uint64_t epoch = 1;
 };
@@ -77,6 +82,7 @@ class domain_impl {
     rb.location = where;
     rb.address = reinterpret_cast<std::uintptr_t>(addr);
     rb.length = len;
+    rb.owner = d_->owner;
     rb.epoch = d_->epoch++;
     return region_impl(rb);
   }
@@ -98,6 +104,7 @@ class domain_impl {
     return endpoint_impl(d_.get(), p);
   }
   fabrix::provider_id provider() const noexcept { return fabrix::provider_id::none; }
+  std::uint64_t owner() const noexcept { return d_->owner; }
   fabrix::capabilities runtime_caps() const noexcept { return caps_; }
   std::string describe() const { return "fake"; }
 

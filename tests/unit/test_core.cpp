@@ -72,6 +72,8 @@ TEST_CASE("core: validation refuses before the provider sees anything") {
   CHECK(f.qp.write(f.ms.slice(0, 8), ro.remote().slice(0, 8), 1) == status::access_denied);
   CHECK(f.qp.compare_swap(f.ms.slice(0, 8), ro.remote().slice(0, 8), 0, 1, 1) == status::access_denied);
   CHECK(f.qp.read(f.ms.slice(0, 8), ro.remote().slice(0, 8), 1) == status::ok);
+  // A local slice of another domain's region.
+  CHECK(f.qp.write(f.md.slice(0, 8), rb.slice(8, 8), 1) == status::invalid_argument);
   // Another provider's buffer.
   fabrix::remote_buffer other = rb;
   other.provider = fabrix::provider_id::ucx;

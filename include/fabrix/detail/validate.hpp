@@ -41,11 +41,13 @@ inline status check_caps(opcode op, const capabilities& caps) noexcept {
   return status::invalid_argument;
 }
 
-// Checks one operation against the provider `self` and its capabilities.
+// Checks one operation against the provider `self`, the domain `owner` of
+// the queue pair (whose regions alone may supply local slices) and the
+// provider's capabilities.
 // Returns ok, or the error the caller sees: unsupported, invalid_argument
-// (foreign provider, bad sizes, unaligned atomics), out_of_range (a slice
+// (foreign provider or domain, bad sizes, unaligned atomics), out_of_range (a slice
 // outside its region), access_denied (rights the remote region lacks).
-inline status validate(const operation& o, provider_id self, const capabilities& caps) noexcept {
+inline status validate(const operation& o, provider_id self, std::uint64_t owner, const capabilities& caps) noexcept {
   if (status s = check_caps(o.code, caps); s != status::ok) return s;
   if (o.code == opcode::flush) return status::ok;
 
@@ -53,7 +55,7 @@ inline status validate(const operation& o, provider_id self, const capabilities&
   if (locals.size() > caps.max_sge) return status::invalid_argument;
   for (const auto& l : locals) {
     if (!l.valid) return status::out_of_range;
-    if (l.provider != self) return status::invalid_argument;
+    if (l.provider != self || l.owner != owner) return status::invalid_argument;  // another provider or domain
   }
   if (!uses_remote(o.code)) return status::ok;
 

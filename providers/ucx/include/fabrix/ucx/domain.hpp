@@ -214,6 +214,7 @@ class domain_impl {
   }
 
   provider_id provider() const noexcept { return provider_id::ucx; }
+  std::uint64_t owner() const noexcept { return d_->nonce; }
   capabilities runtime_caps() const noexcept { return ucx_caps; }
   std::string describe() const { return "ucx " + version() + ", UCX_TLS=" + d_->transport; }
   static std::string version() {

@@ -41,10 +41,6 @@ inline status post_one(peer_state& p, const operation& o) {
   domain_state& d = *p.dom;
   if (p.failed) return status::peer_unreachable;
 
-  if (o.code != opcode::flush) {
-    for (const local_slice& l : o.locals())
-      if (l.owner != d.nonce) return status::invalid_argument;  // registered with another domain
-  }
   ucp_rkey_h rkey = nullptr;
   std::uint64_t raddr = 0;
   if (fabrix::detail::uses_remote(o.code)) {
