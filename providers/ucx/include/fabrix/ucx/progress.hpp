@@ -171,10 +171,14 @@ inline void check_liveness(domain_state& d) {
   const auto now = std::chrono::steady_clock::now();
   if (now < d.next_liveness_check) return;
   d.next_liveness_check = now + std::chrono::milliseconds(100);
+  bool failed = false;
   for (peer_state* p : d.watched) {
-    if (!p->failed && process_gone(p->identity)) fail_peer(d, *p, UCS_ERR_CONNECTION_RESET);
+    if (!p->failed && process_gone(p->identity)) {
+      fail_peer(d, *p, UCS_ERR_CONNECTION_RESET);
+      failed = true;
+    }
   }
-  run_deferred(d);
+  if (failed) run_deferred(d);  // end the dead peers' queued stages now
 }
 
 inline void on_peer_error(void* arg, ucp_ep_h, ucs_status_t s) {
