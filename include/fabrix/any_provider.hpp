@@ -99,6 +99,14 @@ inline std::vector<provider_entry>& provider_registry() {
   return entries;
 }
 
+// The registry, best provider first ("auto" tries them in this order).
+inline std::vector<provider_entry> providers_by_priority() {
+  auto entries = provider_registry();
+  std::stable_sort(entries.begin(), entries.end(),
+                   [](const provider_entry& a, const provider_entry& b) { return a.priority > b.priority; });
+  return entries;
+}
+
 template <provider P>
 result<std::unique_ptr<any_domain_base>> open_erased(const domain_options& opts) {
   auto d = P::domain_impl::create(opts);
@@ -151,10 +159,7 @@ struct any_provider {
    public:
     // opts.provider: a registered name or "auto".
     static result<domain_impl> create(const domain_options& opts) {
-      auto entries = detail::provider_registry();
-      std::sort(entries.begin(), entries.end(), [](const detail::provider_entry& a, const detail::provider_entry& b) {
-        return a.priority > b.priority;
-      });
+      const auto entries = detail::providers_by_priority();
       const bool pick_best = opts.provider.empty() || opts.provider == "auto";
       std::string tried;
       for (const auto& e : entries) {
@@ -207,11 +212,8 @@ inline result<any_domain> open(std::string_view name, domain_options opts = {}) 
 
 // Names of the providers compiled into this program, best first.
 inline std::vector<std::string_view> registered_providers() {
-  auto entries = detail::provider_registry();
-  std::sort(entries.begin(), entries.end(),
-            [](const detail::provider_entry& a, const detail::provider_entry& b) { return a.priority > b.priority; });
   std::vector<std::string_view> names;
-  for (const auto& e : entries) names.push_back(e.name);
+  for (const auto& e : detail::providers_by_priority()) names.push_back(e.name);
   return names;
 }
 
