@@ -109,7 +109,8 @@ inline void run_ranks(int n, const std::function<void(int, fabrix::bootstrap&)>&
   }
 }
 
-// Which transport the suite runs on: FABRIX_TEST_TRANSPORT (a UCX_TLS list).
+// Which transport the suite runs on: FABRIX_TEST_TRANSPORT, in the provider's
+// own terms (a UCX_TLS list, a libfabric provider name, ...).
 inline fabrix::domain_options test_options() {
   fabrix::domain_options o;
   if (const char* t = std::getenv("FABRIX_TEST_TRANSPORT")) o.transport = t;

@@ -1,10 +1,17 @@
-// The providers the conformance suite runs on: each static provider compiled
-// in, and any_provider opened by name — the same tests for both.
+// The providers the conformance suite runs on: the static provider under
+// test and any_provider opened by the same name — the same tests for both.
+//
+// Each provider's conformance binary is this suite compiled with
+// FX_PROVIDER_HEADER naming its provider_<name>.hpp, which defines
+// fxt::static_provider, fxt::provider_name and fxt::open_static().
 #pragma once
 
 #include "harness.hpp"
 
-#include <fabrix/ucx.hpp>
+#ifndef FX_PROVIDER_HEADER
+#error "compile the conformance suite with -DFX_PROVIDER_HEADER=\"provider_<name>.hpp\""
+#endif
+#include FX_PROVIDER_HEADER
 
 namespace fxt {
 
@@ -12,15 +19,15 @@ template <class P>
 struct open_provider;
 
 template <>
-struct open_provider<fabrix::ucx::provider> {
-  static fabrix::domain<fabrix::ucx::provider> domain() {
-    return must(fabrix::ucx::domain::create(test_options()), "ucx domain");
-  }
+struct open_provider<static_provider> {
+  static fabrix::domain<static_provider> domain() { return open_static(); }
 };
 
 template <>
 struct open_provider<fabrix::any_provider> {
-  static fabrix::any_domain domain() { return must(fabrix::open("ucx", test_options()), "open(\"ucx\")"); }
+  static fabrix::any_domain domain() {
+    return must(fabrix::open(provider_name, test_options()), "open(provider_name)");
+  }
 };
 
 // Runs body(env) on `n` ranks of provider P.
@@ -38,4 +45,4 @@ void with_ranks(int n, Body body, std::chrono::seconds limit = std::chrono::seco
 
 }  // namespace fxt
 
-#define FX_PROVIDERS fabrix::ucx::provider, fabrix::any_provider
+#define FX_PROVIDERS fxt::static_provider, fabrix::any_provider

@@ -1,0 +1,18 @@
+// The UCX provider under the conformance suite. FABRIX_TEST_TRANSPORT is a
+// UCX_TLS list ("tcp", "sysv,posix,cma", or empty for UCX's own choice).
+#pragma once
+
+#include "harness.hpp"
+
+#include <fabrix/ucx.hpp>
+
+namespace fxt {
+
+using static_provider = fabrix::ucx::provider;
+inline constexpr const char* provider_name = "ucx";
+
+inline fabrix::domain<static_provider> open_static() {
+  return must(fabrix::ucx::domain::create(test_options()), "ucx domain");
+}
+
+}  // namespace fxt
