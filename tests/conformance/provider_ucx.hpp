@@ -11,6 +11,9 @@ namespace fxt {
 using static_provider = fabrix::ucx::provider;
 inline constexpr const char* provider_name = "ucx";
 
+// Empty when the provider can run here; otherwise why not (the run is skipped).
+inline std::string unavailable_reason() { return {}; }
+
 inline fabrix::domain<static_provider> open_static() {
   return must(fabrix::ucx::domain::create(test_options()), "ucx domain");
 }

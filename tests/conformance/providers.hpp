@@ -3,7 +3,8 @@
 //
 // Each provider's conformance binary is this suite compiled with
 // FX_PROVIDER_HEADER naming its provider_<name>.hpp, which defines
-// fxt::static_provider, fxt::provider_name and fxt::open_static().
+// fxt::static_provider, fxt::provider_name, fxt::open_static() and
+// fxt::unavailable_reason() (empty when the provider can run here).
 #pragma once
 
 #include "harness.hpp"
