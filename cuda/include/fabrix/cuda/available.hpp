@@ -20,14 +20,17 @@ inline std::string unavailable_reason() {
   if (pid == 0) {
     int n = 0;
     const cudaError_t e = cudaGetDeviceCount(&n);
-    std::_Exit(e != cudaSuccess ? 101 : n == 0 ? 100 : 0);
+    std::_Exit(e == cudaErrorInsufficientDriver ? 3 : e != cudaSuccess ? 2 : n == 0 ? 1 : 0);
   }
   int st = 0;
   if (::waitpid(pid, &st, 0) != pid || !WIFEXITED(st)) return "no CUDA device (the probe crashed)";
   switch (WEXITSTATUS(st)) {
     case 0: return {};
-    case 100: return "no CUDA device (cudaGetDeviceCount returned 0)";
-    default: return "no CUDA device (cudaGetDeviceCount failed: no driver or no GPU)";
+    case 1: return "no CUDA device (cudaGetDeviceCount returned 0)";
+    case 3:
+      return "no CUDA device usable: no driver, or a driver older than this CUDA runtime "
+             "(cudaErrorInsufficientDriver)";
+    default: return "no CUDA device (cudaGetDeviceCount failed)";
   }
 }
 

@@ -39,12 +39,14 @@ struct driver_api {
 
 namespace detail {
 
+// `version`: the ABI of the prototypes in the cuda.h we compiled with
+// (CUDA_VERSION), or the driver's own version when that is older (asking
+// for a newer version than the driver's is an error).
 template <class Fn>
-bool load_symbol(const char* name, Fn& out, std::string& missing) {
+bool load_symbol(const char* name, Fn& out, unsigned version, std::string& missing) {
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult found{};
-  // CUDA_VERSION: the ABI of the prototypes in the cuda.h we compiled with.
-  const cudaError_t e = cudaGetDriverEntryPointByVersion(name, &fn, CUDA_VERSION, cudaEnableDefault, &found);
+  const cudaError_t e = cudaGetDriverEntryPointByVersion(name, &fn, version, cudaEnableDefault, &found);
   if (e != cudaSuccess || found != cudaDriverEntryPointSuccess || fn == nullptr) {
     if (!missing.empty()) missing += ", ";
     missing += name;
@@ -62,22 +64,27 @@ struct driver_load {
   driver_load() {
     init = cudaFree(nullptr);  // initializes the runtime and loads the driver
     if (init != cudaSuccess) return;
-    load_symbol("cuGetErrorString", api.get_error_string, missing);
-    load_symbol("cuPointerGetAttributes", api.pointer_get_attributes, missing);
-    load_symbol("cuMemGetAddressRange", api.mem_get_address_range, missing);
-    load_symbol("cuMemGetHandleForAddressRange", api.mem_get_handle_for_address_range, missing);
-    load_symbol("cuMemRetainAllocationHandle", api.mem_retain_allocation_handle, missing);
-    load_symbol("cuMemRelease", api.mem_release, missing);
-    load_symbol("cuMemExportToShareableHandle", api.mem_export_to_shareable_handle, missing);
-    load_symbol("cuMemImportFromShareableHandle", api.mem_import_from_shareable_handle, missing);
-    load_symbol("cuMemGetAllocationPropertiesFromHandle", api.mem_get_allocation_properties_from_handle, missing);
-    load_symbol("cuMemGetAllocationGranularity", api.mem_get_allocation_granularity, missing);
-    load_symbol("cuMemCreate", api.mem_create, missing);
-    load_symbol("cuMemAddressReserve", api.mem_address_reserve, missing);
-    load_symbol("cuMemAddressFree", api.mem_address_free, missing);
-    load_symbol("cuMemMap", api.mem_map, missing);
-    load_symbol("cuMemUnmap", api.mem_unmap, missing);
-    load_symbol("cuMemSetAccess", api.mem_set_access, missing);
+    int driver_version = 0;
+    unsigned v = CUDA_VERSION;
+    if (cudaDriverGetVersion(&driver_version) == cudaSuccess && driver_version > 0 &&
+        static_cast<unsigned>(driver_version) < v)
+      v = static_cast<unsigned>(driver_version);
+    load_symbol("cuGetErrorString", api.get_error_string, v, missing);
+    load_symbol("cuPointerGetAttributes", api.pointer_get_attributes, v, missing);
+    load_symbol("cuMemGetAddressRange", api.mem_get_address_range, v, missing);
+    load_symbol("cuMemGetHandleForAddressRange", api.mem_get_handle_for_address_range, v, missing);
+    load_symbol("cuMemRetainAllocationHandle", api.mem_retain_allocation_handle, v, missing);
+    load_symbol("cuMemRelease", api.mem_release, v, missing);
+    load_symbol("cuMemExportToShareableHandle", api.mem_export_to_shareable_handle, v, missing);
+    load_symbol("cuMemImportFromShareableHandle", api.mem_import_from_shareable_handle, v, missing);
+    load_symbol("cuMemGetAllocationPropertiesFromHandle", api.mem_get_allocation_properties_from_handle, v, missing);
+    load_symbol("cuMemGetAllocationGranularity", api.mem_get_allocation_granularity, v, missing);
+    load_symbol("cuMemCreate", api.mem_create, v, missing);
+    load_symbol("cuMemAddressReserve", api.mem_address_reserve, v, missing);
+    load_symbol("cuMemAddressFree", api.mem_address_free, v, missing);
+    load_symbol("cuMemMap", api.mem_map, v, missing);
+    load_symbol("cuMemUnmap", api.mem_unmap, v, missing);
+    load_symbol("cuMemSetAccess", api.mem_set_access, v, missing);
   }
 };
 
