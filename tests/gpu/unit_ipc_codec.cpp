@@ -165,3 +165,11 @@ TEST_CASE("cuda_ipc packets: each type parses; malformed packets are refused") {
   huge.pop_back();
   CHECK(ipc::parse_packet(huge).has_value());
 }
+
+TEST_CASE("cuda_ipc hello proof: depends on the receiver's secret and the sender's nonce") {
+  fabrix::detail::seal_key a{}, b{};
+  b[0] = 1;
+  CHECK(ipc::hello_proof(a, 5) == ipc::hello_proof(a, 5));
+  CHECK(ipc::hello_proof(a, 5) != ipc::hello_proof(b, 5));
+  CHECK(ipc::hello_proof(a, 5) != ipc::hello_proof(a, 6));
+}

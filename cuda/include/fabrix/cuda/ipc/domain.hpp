@@ -123,7 +123,8 @@ class domain_impl {
     auto info = query_pointer(addr);
     if (!info) return unexpected(std::move(info).error());
     if (where.kind == memory_kind::host) {
-      if (info->location.kind != memory_kind::host || info->managed)
+      if (info->managed) return unexpected(status::unsupported, "cuda_ipc does not support managed memory", "cuda_ipc");
+      if (info->location.kind != memory_kind::host)
         return unexpected(status::invalid_argument, "registered as host memory, but the pointer is CUDA device memory",
                           "cuda_ipc");
       if (remote)
@@ -137,7 +138,7 @@ class domain_impl {
       else if (e != cudaErrorHostMemoryAlreadyRegistered)
         return cuda_fail(e, "cudaHostRegister", "cuda_ipc");
       else
-        (void)cudaGetLastError();  // clear the sticky-free error state of this thread
+        (void)cudaGetLastError();  // already pinned by someone else: fine; clear the thread's last error
     } else {
       if (info->location.kind != memory_kind::cuda_device)
         return unexpected(status::invalid_argument,
@@ -169,8 +170,7 @@ class domain_impl {
           auto fd = export_vmm(addr);
           if (!fd) return unexpected(std::move(fd).error());
           h = make_vmm_handle(h.device, h.buffer_id, h.allocation_size, h.offset, rb.epoch);
-          d_->exports.push_back({rb.epoch, std::move(*fd)});
-          exported = true;
+          d_->exports.push_back({rb.epoch, 0, std::move(*fd)});  // the seal is set below
         } else {
           return unexpected(status::unsupported,
                             "this device memory cannot be shared between processes (allocate it with cudaMalloc, or "
@@ -183,6 +183,7 @@ class domain_impl {
       }
     }
     rb.seal = rb.compute_seal(d_->secret);
+    if (exported && !d_->exports.empty() && d_->exports.back().id == rb.epoch) d_->exports.back().seal = rb.seal;
     return region_impl(d_.get(), rb, host_registered, exported);
   }
 
@@ -236,7 +237,8 @@ class domain_impl {
     l->fd = std::move(*fd);
     l->nonce = peer->nonce;
     l->outgoing = true;
-    if (status s = detail::send_control(*l, packet_type::hello, d_->nonce, 0); s != status::ok)
+    if (status s = detail::send_control(*l, packet_type::hello, d_->nonce, hello_proof(peer->secret, d_->nonce));
+        s != status::ok)
       return unexpected(s, "sending hello to the peer failed", "cuda_ipc");
     auto p = std::make_unique<detail::peer_state>();
     p->dom = d_.get();

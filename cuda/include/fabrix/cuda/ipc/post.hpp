@@ -49,6 +49,7 @@ inline std::byte* resolve(peer_state& p, const remote_buffer& rb, status& why) {
   if (p.same_process) {
     allocation = reinterpret_cast<std::byte*>(static_cast<std::uintptr_t>(rb.address - h->offset));
   } else {
+    p.dom->fetch_proof = rb.seal;  // quoted by a VMM fd request
     auto m = p.dom->cache.acquire(p.nonce, rb.epoch, *h);
     if (!m) {
       why = m.code();

@@ -115,8 +115,11 @@ inline void on_link_closed(domain_state& d, link& l) {
 inline void handle_packet(domain_state& d, link& l, const packet& pk, unique_fd& passed) {
   switch (pk.type) {
     case packet_type::hello:
-      if (l.nonce == 0 && !l.outgoing) l.nonce = pk.a;
-      return;
+      if (l.nonce == 0 && !l.outgoing && pk.a != 0 && pk.b == hello_proof(d.secret, pk.a)) {
+        l.nonce = pk.a;
+        return;
+      }
+      break;
     case packet_type::notify:
       if (l.nonce == 0) break;
       d.ring.push(completion{.token = 0,
@@ -130,7 +133,9 @@ inline void handle_packet(domain_state& d, link& l, const packet& pk, unique_fd&
       deliver_message(d, l.nonce, pk.payload);
       return;
     case packet_type::fd_request: {
-      auto it = std::find_if(d.exports.begin(), d.exports.end(), [&](const vmm_export& e) { return e.id == pk.a; });
+      if (l.nonce == 0) break;
+      auto it = std::find_if(d.exports.begin(), d.exports.end(),
+                             [&](const vmm_export& e) { return e.id == pk.a && e.seal == pk.b; });
       const bool found = it != d.exports.end();
       (void)send_control(l, packet_type::fd_reply, pk.a, found ? 0 : ENOENT, found ? it->fd.get() : -1);
       return;
@@ -231,7 +236,7 @@ inline result<unique_fd> fetch_fd(void* domain, std::uint64_t owner, std::uint64
   if (pit == d.peers.end())
     return unexpected(status::peer_unreachable, "no live connection to the exporting domain", "cuda_ipc");
   peer_state& p = **pit;
-  if (status s = send_control(*p.out, packet_type::fd_request, export_id, 0); s != status::ok)
+  if (status s = send_control(*p.out, packet_type::fd_request, export_id, d.fetch_proof); s != status::ok)
     return unexpected(s, "asking the exporter for a VMM allocation's fd failed", "cuda_ipc");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (std::chrono::steady_clock::now() < deadline) {

@@ -98,7 +98,8 @@ struct unexpected_message {
 
 // A VMM allocation exported by one of our regions.
 struct vmm_export {
-  std::uint64_t id = 0;  // the region's epoch
+  std::uint64_t id = 0;    // the region's epoch
+  std::uint64_t seal = 0;  // the region's remote_buffer seal: an fd_request must quote it
   unique_fd fd;
 };
 
@@ -127,6 +128,7 @@ struct domain_state {
   std::vector<std::byte> tx = std::vector<std::byte>(max_message);  // device -> host bounce for send
   std::vector<pollfd> pfds;                                         // reused by poll() / wait()
   std::uint64_t dropped_packets = 0;                                // malformed or unexpected peer packets
+  std::uint64_t fetch_proof = 0;  // the seal of the region whose VMM fd fetch_fd asks for
 
   static constexpr std::size_t max_unexpected = 1024;
 

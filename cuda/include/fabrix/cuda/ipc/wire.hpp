@@ -2,15 +2,20 @@
 // Unix socket of a connection (socket.hpp). Needs no CUDA headers.
 //
 //   "FXCW" u8 type  u8[3] 0  u64 a  u64 b  payload
-//   hello       a = sender's nonce              first packet on a connection
+//   hello       a = sender's nonce, b = proof   first packet on a connection
+//               proof = hello_proof(receiver's secret, sender's nonce): the
+//               sender holds the receiver's address blob (from the bootstrap);
+//               packets on a connection without a valid hello are dropped
 //   notify      a = imm, b = bytes              a write_with_imm's data is in place
 //   message     payload = the bytes of a send   (up to max_message)
-//   fd_request  a = export id                   "send me this VMM allocation's fd"
+//   fd_request  a = export id, b = region seal  "send me this VMM allocation's fd"
+//               (the seal proves the asker was given that region)
 //   fd_reply    a = export id, b = 0 or errno   the fd rides along as SCM_RIGHTS
 //   release     a = region epoch                the sender deregistered that region
 #pragma once
 
 #include <fabrix/detail/little_endian.hpp>
+#include <fabrix/detail/siphash.hpp>
 #include <fabrix/result.hpp>
 
 #include <cstddef>
@@ -32,6 +37,12 @@ struct packet {
   std::uint64_t b = 0;
   std::span<const std::byte> payload;  // points into the parsed bytes
 };
+
+inline std::uint64_t hello_proof(const fabrix::detail::seal_key& receiver_secret, std::uint64_t sender_nonce) noexcept {
+  std::byte in[12] = {std::byte{'h'}, std::byte{'e'}, std::byte{'l'}, std::byte{'o'}};
+  fabrix::detail::le_writer(in + 4).put<std::uint64_t>(sender_nonce);
+  return fabrix::detail::siphash24(receiver_secret, in);
+}
 
 inline void encode_header(std::span<std::byte, packet_header> out, packet_type t, std::uint64_t a,
                           std::uint64_t b) noexcept {
