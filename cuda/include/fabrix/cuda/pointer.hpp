@@ -41,7 +41,9 @@ inline result<pointer_info> query_pointer(const void* ptr) {
                                  CU_POINTER_ATTRIBUTE_BUFFER_ID,
                                  CU_POINTER_ATTRIBUTE_IS_MANAGED,
                                  CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
-                                 CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES};
+                                 CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES,
+                                 CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                 CU_POINTER_ATTRIBUTE_RANGE_SIZE};
   constexpr unsigned n = sizeof(attrs) / sizeof(attrs[0]);
   std::uint64_t values[n] = {};
   void* data[n];
@@ -57,12 +59,20 @@ inline result<pointer_info> query_pointer(const void* ptr) {
   if (type != CU_MEMORYTYPE_DEVICE || info.managed) return info;  // host, pinned host, unknown or managed
   info.location = {memory_kind::cuda_device, static_cast<int>(static_cast<std::int32_t>(values[1]))};
 
+  // The allocation (or, for cuMemCreate memory, the mapped region) holding
+  // the pointer; the reserved range as a fallback where the driver does not
+  // answer for a VMM mapping.
   CUdeviceptr base = 0;
   std::size_t size = 0;
-  if (CUresult r = d.mem_get_address_range(&base, &size, dptr); r != CUDA_SUCCESS)
+  if (CUresult r = d.mem_get_address_range(&base, &size, dptr); r == CUDA_SUCCESS) {
+    info.base = static_cast<std::uintptr_t>(base);
+    info.size = size;
+  } else if (values[6] != 0 && values[7] != 0) {
+    info.base = static_cast<std::uintptr_t>(values[6]);
+    info.size = static_cast<std::size_t>(values[7]);
+  } else {
     return driver_fail(r, "cuMemGetAddressRange");
-  info.base = static_cast<std::uintptr_t>(base);
-  info.size = size;
+  }
   if (static_cast<std::uint32_t>(values[4]) != 0)
     info.sharing = sharing::legacy;
   else if (values[5] & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
