@@ -115,8 +115,9 @@ TEST_CASE("gpu: write_with_imm's notification never arrives before its data; sca
   ranks(2, [](env_t& env) {
     constexpr std::uint32_t rounds = 32;
     constexpr std::size_t chunk = 1 << 20;
-    auto target = gpu_reg(env, chunk * rounds, allocation::legacy);
-    auto src = gpu_reg(env, chunk, allocation::legacy, acc::local);
+    // Round r: a scatter-gather write into block 2r, a write_with_imm into block 2r+1.
+    auto target = gpu_reg(env, 2 * chunk * rounds, allocation::legacy);
+    auto src = gpu_reg(env, 2 * chunk, allocation::legacy, acc::local);
     std::vector<std::byte> host(chunk / 2);
     auto hmr = fxt::must(env.dom.register_memory(host, acc::local), "register host memory");
     auto peers = env.share(target.mr);
@@ -127,17 +128,22 @@ TEST_CASE("gpu: write_with_imm's notification never arrives before its data; sca
         fxt::fill(expect.data(), chunk, r);
         FX_CHECK(src.buf.copy_from_host(0, std::span<const std::byte>(expect.data(), chunk / 2)) == status::ok);
         std::memcpy(host.data(), expect.data() + chunk / 2, chunk / 2);
+        fill_device(src.buf, chunk, chunk, 1000 + r);
         const fabrix::local_slice parts[] = {src.mr.slice(0, chunk / 2), hmr.slice(0, chunk / 2)};
-        FX_CHECK_STATUS(env.qps[1].post(fabrix::op::write(parts, peers[1].slice(r * chunk, chunk), r)), status::ok);
-        env.complete_ok(env.qps[1].write_with_imm(src.mr.slice(0, 0), peers[1].slice(0, 0), r, 100 + r), 100 + r);
-        env.next_token(r);
+        FX_CHECK_STATUS(env.qps[1].post(fabrix::op::write(parts, peers[1].slice(2 * r * chunk, chunk), r)), status::ok);
+        env.complete_ok(env.qps[1].write_with_imm(src.mr.slice(chunk, chunk),
+                                                  peers[1].slice((2 * r + 1) * chunk, chunk), r, 100 + r),
+                        100 + r);
+        FX_CHECK(env.next_token(r).status == status::ok);
       }
     } else {
       for (std::uint32_t r = 0; r < rounds; ++r) {
         const completion n = env.next([&](const completion& c) { return is_notify(c, r); });
-        FX_CHECK(n.bytes == 0);
-        const auto got = to_host(target.buf, r * chunk, chunk);
-        FX_CHECK(fxt::first_mismatch(got.data(), chunk, r) == chunk);
+        FX_CHECK(n.bytes == chunk);
+        const auto data = to_host(target.buf, (2 * r + 1) * chunk, chunk);  // the notified write itself
+        FX_CHECK(fxt::first_mismatch(data.data(), chunk, 1000 + r) == chunk);
+        const auto sg = to_host(target.buf, 2 * r * chunk, chunk);  // posted before it on the same queue pair
+        FX_CHECK(fxt::first_mismatch(sg.data(), chunk, r) == chunk);
       }
     }
     auto sync_mr = gpu_reg(env, 64, allocation::legacy);
