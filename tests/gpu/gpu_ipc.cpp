@@ -10,6 +10,7 @@
 #include <cstring>
 #include <optional>
 #include <set>
+#include <thread>
 
 using acc = fabrix::access;
 using fabrix::completion;
@@ -327,5 +328,74 @@ TEST_CASE("gpu: a peer on another node is refused at connect") {
     FX_CHECK(!qp.has_value());
     FX_CHECK(qp.code() == status::peer_unreachable);
     FX_CHECK(qp.error().message.find("another node") != std::string::npos);
+  });
+}
+
+TEST_CASE("gpu: wait() sleeps until a notification or the timeout") {
+  ranks(2, [](env_t& env) {
+    auto target = gpu_reg(env, 4096, allocation::legacy);
+    auto peers = env.share(target.mr);
+    if (env.rank == 1) {
+      const auto t0 = std::chrono::steady_clock::now();
+      FX_CHECK(env.dom.wait(std::chrono::milliseconds(100)) == status::timed_out);
+      FX_CHECK(std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(95));
+      FX_CHECK(env.boot.barrier().has_value());  // now rank 0 sends
+      const auto t1 = std::chrono::steady_clock::now();
+      FX_CHECK(env.dom.wait(std::chrono::seconds(20)) == status::ok);
+      FX_CHECK(std::chrono::steady_clock::now() - t1 < std::chrono::seconds(10));
+      env.next([](const completion& c) { return is_notify(c, 5); });
+    } else {
+      FX_CHECK(env.boot.barrier().has_value());
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      env.complete_ok(env.qps[1].write_with_imm(target.mr.slice(0, 8), peers[1].slice(0, 8), 5, 1), 1);
+    }
+  });
+}
+
+TEST_CASE("gpu: any_provider opened by name moves the same bytes") {
+  fxt::run_ranks(2, [](int rank, fabrix::bootstrap& boot) {
+    fabrix::domain_options o;
+    o.provider = "cuda_ipc";
+    fxt::rank_env<fabrix::any_provider> env(rank, boot, fxt::must(fabrix::open("cuda_ipc", o), "open(cuda_ipc)"));
+    FX_CHECK(env.dom.provider() == fabrix::provider_id::cuda_ipc);
+    FX_CHECK(env.dom.caps().gpu == fabrix::gpu_path::direct);
+    auto buf = fxt::must(device_buffer::create(1 << 16), "device_buffer");
+    FX_CHECK(buf.fill(0) == status::ok);
+    auto mr = fxt::must(env.dom.register_memory(buf.data(), buf.size(), buf.location(), acc::all_remote), "register");
+    auto peers = env.share(mr);
+    if (rank == 0) {
+      fill_device(buf, 0, 1 << 16, 11);
+      env.complete_ok(env.qps[1].write_with_imm(mr.slice(0, 1 << 16), peers[1].slice(0, 1 << 16), 11, 1), 1);
+      env.next([](const completion& c) { return is_notify(c, 12); });
+    } else {
+      env.next([](const completion& c) { return is_notify(c, 11); });
+      const auto got = to_host(buf, 0, 1 << 16);
+      FX_CHECK(fxt::first_mismatch(got.data(), 1 << 16, 11) == (1 << 16));
+      env.complete_ok(env.qps[0].write_with_imm(mr.slice(0, 0), peers[0].slice(0, 0), 12, 2), 2);
+    }
+  });
+}
+
+TEST_CASE("gpu: a peer that exits fails the endpoint with peer_unreachable") {
+  ranks(2, [](env_t& env) {
+    std::vector<std::byte> host(64);
+    auto hmr = fxt::must(env.dom.register_memory(host, acc::local), "register host");
+    if (env.rank == 1) {
+      FX_CHECK_STATUS(env.qps[0].recv(hmr.slice(0, 64), 1), status::ok);
+      env.next_token(1);  // rank 0 is ready: leave without tearing anything down
+      std::_Exit(0);
+    }
+    env.complete_ok(env.qps[1].send(hmr.slice(0, 8), 1), 1);
+    FX_CHECK_STATUS(env.qps[1].recv(hmr.slice(0, 64), 2), status::ok);  // never answered
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    bool recv_failed = false, post_refused = false;
+    while (!(recv_failed && post_refused) && std::chrono::steady_clock::now() < deadline) {
+      completion c[8];
+      for (std::size_t i = 0, n = env.dom.poll(c); i < n; ++i)
+        if (c[i].token == 2) recv_failed = c[i].status == status::peer_unreachable;
+      if (recv_failed) post_refused = env.qps[1].send(hmr.slice(0, 8), 3) == status::peer_unreachable;
+    }
+    FX_CHECK(recv_failed);
+    FX_CHECK(post_refused);
   });
 }
