@@ -94,14 +94,6 @@ inline status post_one(peer_state& p, const operation& o) {
   }
   op_slot* op = d.ops.take();
   if (op == nullptr) return status::again;
-  const std::size_t idx = d.slot_index(op);
-  cudaEvent_t& ev = d.events[idx];
-  if (ev == nullptr) {
-    if (cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming); e != cudaSuccess) {
-      d.ops.give_back(op);
-      return to_status(e);
-    }
-  }
   op->in_use = true;
   op->peer = &p;
   op->c.token = o.token;
@@ -110,6 +102,21 @@ inline status post_one(peer_state& p, const operation& o) {
   op->c.imm = o.imm;
   op->c.bytes = o.code == opcode::flush ? 0 : o.local_bytes();
   op->st = stage::copying;
+  if (o.code == opcode::recv) {  // no stream work: waits for a message
+    op->c.bytes = 0;
+    op->recv_dst = o.locals()[0];
+    p.recvs.push_back(op);
+    match_unexpected(d, p);
+    return status::ok;
+  }
+  const std::size_t idx = d.slot_index(op);
+  cudaEvent_t& ev = d.events[idx];
+  if (ev == nullptr) {
+    if (cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming); e != cudaSuccess) {
+      d.ops.give_back(op);
+      return to_status(e);
+    }
+  }
 
   const local_slice& first = o.locals()[0];
   cudaError_t err = cudaSuccess;
@@ -137,12 +144,7 @@ inline status post_one(peer_state& p, const operation& o) {
       err = cudaMemcpyAsync(first.address, old_value, 8, cudaMemcpyDefault, p.stream);
       break;
     }
-    case opcode::recv:
-      op->c.bytes = 0;
-      op->recv_dst = first;
-      p.recvs.push_back(op);
-      match_unexpected(d, p);
-      return status::ok;
+    case opcode::recv:  // handled above
     case opcode::flush:
     case opcode::send:
     case opcode::remote_write_imm: break;
