@@ -98,11 +98,16 @@ class device_buffer {
   allocation kind() const noexcept { return how_; }
   memory_location location() const noexcept { return {memory_kind::cuda_device, device_}; }
 
-  // Synchronous copies for tests and examples (not for the data path).
+  // Synchronous copies for tests and examples (not for the data path). They
+  // return when the device holds the bytes: cudaMemcpy from pageable memory
+  // and cudaMemset may return earlier, and work on other (non-blocking)
+  // streams, like fabrix's, is not ordered after them; hence the device sync.
   status copy_from_host(std::size_t offset, std::span<const std::byte> src) {
     if (offset > size_ || src.size() > size_ - offset) return status::out_of_range;
     device_guard on(device_);
-    return to_status(cudaMemcpy(data() + offset, src.data(), src.size(), cudaMemcpyHostToDevice));
+    if (cudaError_t e = cudaMemcpy(data() + offset, src.data(), src.size(), cudaMemcpyHostToDevice); e != cudaSuccess)
+      return to_status(e);
+    return to_status(cudaDeviceSynchronize());
   }
   status copy_to_host(std::size_t offset, std::span<std::byte> dst) const {
     if (offset > size_ || dst.size() > size_ - offset) return status::out_of_range;
@@ -111,7 +116,8 @@ class device_buffer {
   }
   status fill(int byte_value) {
     device_guard on(device_);
-    return to_status(cudaMemset(ptr_, byte_value, size_));
+    if (cudaError_t e = cudaMemset(ptr_, byte_value, size_); e != cudaSuccess) return to_status(e);
+    return to_status(cudaDeviceSynchronize());
   }
 
  private:

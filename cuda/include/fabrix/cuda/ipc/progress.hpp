@@ -40,10 +40,17 @@ inline void complete_recv(domain_state& d, op_slot* r, std::span<const std::byte
   if (n > 0) {
     if (r->recv_dst.location.kind == memory_kind::host) {
       std::memcpy(r->recv_dst.address, bytes.data(), n);
-    } else if (cudaError_t e = cudaMemcpy(r->recv_dst.address, bytes.data(), n, cudaMemcpyHostToDevice);
-               e != cudaSuccess) {
-      r->c.status = to_status(e);
-      r->c.native_code = static_cast<std::int32_t>(e);
+    } else {
+      // On the queue pair's stream, then wait: the bytes are in device memory
+      // when the completion is seen (a plain cudaMemcpy from pageable memory
+      // may return before its DMA is done).
+      cudaStream_t s = r->peer ? r->peer->stream : nullptr;
+      cudaError_t e = cudaMemcpyAsync(r->recv_dst.address, bytes.data(), n, cudaMemcpyHostToDevice, s);
+      if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+      if (e != cudaSuccess) {
+        r->c.status = to_status(e);
+        r->c.native_code = static_cast<std::int32_t>(e);
+      }
     }
   }
   r->c.bytes = n;
