@@ -50,7 +50,7 @@ std::vector<fuzz_input> fabrix_fuzz_seeds() {
     const auto* u = reinterpret_cast<const std::uint8_t*>(p);
     return fuzz_input(u, u + n);
   };
-  ipc::peer_address a{7, 8, 9, 1, {}, "fabrix-cuda-ipc-9-0000000000000007", "node"};
+  ipc::peer_address a{7, 8, 9, 10, 1, {}, "fabrix-cuda-ipc-9-0000000000000007", "node"};
   const auto blob = ipc::encode_address(a);
   fabrix::remote_buffer legacy, vmm;
   ipc::ipc_handle h;

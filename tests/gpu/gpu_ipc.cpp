@@ -323,7 +323,7 @@ TEST_CASE("gpu: a peer on another node is refused at connect") {
   fxt::run_ranks(1, [](int rank, fabrix::bootstrap&) {
     auto dom = open_domain(rank);
     auto blob = fxt::must(dom.address(), "address");
-    blob[4 + 2 + 8] ^= std::byte{1};  // the node id
+    blob[4 + 2 + 8] ^= std::byte{1};  // the node id (after magic, version, nonce)
     auto qp = dom.connect(blob);
     FX_CHECK(!qp.has_value());
     FX_CHECK(qp.code() == status::peer_unreachable);

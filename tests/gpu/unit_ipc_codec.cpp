@@ -90,6 +90,7 @@ TEST_CASE("cuda_ipc address blob: round trip, and malformed blobs refused") {
   a.nonce = 0xabcdef;
   a.node = ipc::node_id();
   a.pid = 4242;
+  a.process = 0x1234567890abcdefull;
   a.device = 2;
   for (std::size_t i = 0; i < a.secret.size(); ++i) a.secret[i] = static_cast<std::uint8_t>(i + 9);
   a.socket = "fabrix-cuda-ipc-4242-00000000000abcdef";
@@ -100,6 +101,7 @@ TEST_CASE("cuda_ipc address blob: round trip, and malformed blobs refused") {
   CHECK(p->nonce == a.nonce);
   CHECK(p->node == a.node);
   CHECK(p->pid == a.pid);
+  CHECK(p->process == a.process);
   CHECK(p->device == a.device);
   CHECK(p->secret == a.secret);
   CHECK(p->socket == a.socket);

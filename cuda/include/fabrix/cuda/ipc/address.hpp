@@ -1,5 +1,5 @@
 // The cuda_ipc domain's address blob — what connect() takes from a peer:
-//   "FXCA" u16 version  u64 nonce  u64 node  u32 pid  u16 device
+//   "FXCA" u16 version  u64 nonce  u64 node  u32 pid  u64 process  u16 device
 //   u8[16] secret  u8 socket_len  socket name  u8 host_len  host name
 // `node` hashes the kernel's boot id and the host name: peers whose node
 // differs are on another machine and are refused (CUDA IPC is node-local).
@@ -17,6 +17,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <random>
 #include <span>
 #include <string>
 #include <vector>
@@ -27,15 +28,27 @@ struct peer_address {
   std::uint64_t nonce = 0;
   std::uint64_t node = 0;
   std::uint32_t pid = 0;
+  std::uint64_t process = 0;  // random per process: equal only for domains of one process
   std::uint16_t device = 0;
   fabrix::detail::seal_key secret{};
   std::string socket;  // abstract socket name, without the leading NUL
   std::string host;
 };
 
-inline constexpr std::size_t address_fixed = 4 + 2 + 8 + 8 + 4 + 2 + 16 + 1 + 1;
+inline constexpr std::size_t address_fixed = 4 + 2 + 8 + 8 + 4 + 8 + 2 + 16 + 1 + 1;
 inline constexpr std::uint16_t address_version = 1;
 inline constexpr std::size_t max_name = 255;
+
+// This process's token (pids repeat across pid namespaces; this does not).
+inline std::uint64_t process_token() {
+  static const std::uint64_t token = [] {
+    std::random_device rd;
+    std::uint64_t t = 0;
+    while (t == 0) t = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+    return t;
+  }();
+  return token;
+}
 
 inline std::string host_name() {
   char buf[256] = {};
@@ -66,6 +79,7 @@ inline std::vector<std::byte> encode_address(const peer_address& a) {
   w.put<std::uint64_t>(a.nonce);
   w.put<std::uint64_t>(a.node);
   w.put<std::uint32_t>(a.pid);
+  w.put<std::uint64_t>(a.process);
   w.put<std::uint16_t>(a.device);
   w.put_bytes(reinterpret_cast<const std::byte*>(a.secret.data()), a.secret.size());
   w.put<std::uint8_t>(static_cast<std::uint8_t>(a.socket.size()));
@@ -87,6 +101,7 @@ inline result<peer_address> parse_address(std::span<const std::byte> blob) {
   a.nonce = r.get<std::uint64_t>();
   a.node = r.get<std::uint64_t>();
   a.pid = r.get<std::uint32_t>();
+  a.process = r.get<std::uint64_t>();
   a.device = r.get<std::uint16_t>();
   std::memcpy(a.secret.data(), r.position(), a.secret.size());
   r.skip(a.secret.size());

@@ -83,8 +83,8 @@ class domain_impl {
       return unexpected(status::unsupported,
                         "no CUDA device " + std::to_string(device) + " (" + std::to_string(count) + " present)",
                         "cuda_ipc");
+    device_guard on(device);  // first, so CUDA initializes on this device only
     if (auto drv = driver(); !drv) return unexpected(std::move(drv).error());
-    device_guard on(device);
 
     auto d = std::make_unique<detail::domain_state>(device, opts.max_outstanding);
     if (cudaError_t e =
@@ -213,6 +213,7 @@ class domain_impl {
     peer_address a{d_->nonce,
                    d_->node,
                    static_cast<std::uint32_t>(::getpid()),
+                   process_token(),
                    static_cast<std::uint16_t>(d_->device),
                    d_->secret,
                    d_->socket_name,
@@ -244,7 +245,9 @@ class domain_impl {
     p->dom = d_.get();
     p->nonce = peer->nonce;
     p->secret = peer->secret;
-    p->same_process = peer->pid == static_cast<std::uint32_t>(::getpid());
+    // Same pid and same random token: this process (a pid alone repeats
+    // across pid namespaces; the token alone survives fork()).
+    p->same_process = peer->process == process_token() && peer->pid == static_cast<std::uint32_t>(::getpid());
     if (cudaError_t e = cudaStreamCreateWithFlags(&p->stream, cudaStreamNonBlocking); e != cudaSuccess)
       return cuda_fail(e, "cudaStreamCreateWithFlags", "cuda_ipc");
     p->out = l.get();
