@@ -132,13 +132,13 @@ class domain_impl {
                           "cuda_ipc shares only CUDA device memory with peers; register host memory with "
                           "access::local (as a copy source or target) or use another provider",
                           "cuda_ipc");
-      const cudaError_t e = cudaHostRegister(addr, len, cudaHostRegisterPortable);
-      if (e == cudaSuccess)
+      // Pinning only makes the copies asynchronous; where it is refused
+      // (already pinned, a memlock limit) copies from pageable memory are
+      // still correct, just staged by the driver.
+      if (cudaHostRegister(addr, len, cudaHostRegisterPortable) == cudaSuccess)
         host_registered = true;
-      else if (e != cudaErrorHostMemoryAlreadyRegistered)
-        return cuda_fail(e, "cudaHostRegister", "cuda_ipc");
       else
-        (void)cudaGetLastError();  // already pinned by someone else: fine; clear the thread's last error
+        (void)cudaGetLastError();  // clear the thread's last error
     } else {
       if (info->location.kind != memory_kind::cuda_device)
         return unexpected(status::invalid_argument,
