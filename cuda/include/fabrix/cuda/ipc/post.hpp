@@ -1,0 +1,175 @@
+// Posting one validated operation on a cuda_ipc endpoint.
+//
+// Mapping: write / read -> cudaMemcpyAsync per local slice on the endpoint's
+// stream (cudaMemcpyDefault: device<->peer device, pinned host<->peer
+// device); fetch_add / compare_swap -> fabrix_cuda_atomic64 (one thread,
+// system-scope atomicAdd / atomicCAS) writing the old value to a per-slot
+// device word, then a copy of it to the result slice; flush -> nothing but
+// the event. Every op then records its slot's event on the stream; poll()
+// finishes ops when their event has completed, in stream order.
+// write_with_imm -> the copies, the event, and once the event has completed
+// (the data is in the target's memory) a notify packet on the socket: the
+// target cannot see the notification before the data.
+// send -> one message packet (a device source is first copied to a host
+// bounce buffer, synchronously); recv -> queued until a message arrives.
+#pragma once
+
+#include <fabrix/cuda/ipc/handle.hpp>
+#include <fabrix/cuda/ipc/progress.hpp>
+#include <fabrix/cuda/ipc/state.hpp>
+#include <fabrix/cuda/kernels.hpp>
+#include <fabrix/cuda/runtime.hpp>
+#include <fabrix/detail/validate.hpp>
+#include <fabrix/operation.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include <cstring>
+
+namespace fabrix::cuda::ipc::detail {
+
+inline bool same_region(const remote_buffer& a, const remote_buffer& b) noexcept {
+  return a.owner == b.owner && a.epoch == b.epoch && a.seal == b.seal && a.address == b.address &&
+         a.length == b.length && a.rights == b.rights && a.key_size == b.key_size &&
+         std::memcmp(a.key.data(), b.key.data(), a.key_size) == 0;
+}
+
+// Where byte 0 of the peer's region `rb` is in this process: checked once per
+// remote region (made by this endpoint's peer, seal intact, key well formed),
+// then mapped through the domain's cache. nullptr with `why` set when refused.
+inline std::byte* resolve(peer_state& p, const remote_buffer& rb, status& why) {
+  for (const auto& r : p.regions)
+    if (same_region(r.verified, rb)) return r.base;
+  why = status::invalid_argument;
+  if (rb.owner != p.nonce || rb.seal != rb.compute_seal(p.secret)) return nullptr;
+  if (rb.location.kind != memory_kind::cuda_device) return nullptr;
+  auto h = decode_handle(rb.key_bytes(), rb.length);
+  if (!h) return nullptr;
+  std::byte* allocation = nullptr;
+  if (p.same_process) {
+    allocation = reinterpret_cast<std::byte*>(static_cast<std::uintptr_t>(rb.address - h->offset));
+  } else {
+    p.dom->fetch_proof = rb.seal;  // quoted by a VMM fd request
+    auto m = p.dom->cache.acquire(p.nonce, rb.epoch, *h);
+    if (!m) {
+      why = m.code();
+      return nullptr;
+    }
+    allocation = *m;
+  }
+  std::byte* base = allocation + h->offset;
+  p.regions.push_back({rb, base});
+  return base;
+}
+
+inline status post_send(peer_state& p, const operation& o) {
+  domain_state& d = *p.dom;
+  const local_slice& src = o.locals()[0];
+  if (src.length > max_message) return status::invalid_argument;
+  std::span<const std::byte> bytes(src.address, src.length);
+  if (src.location.kind == memory_kind::cuda_device && src.length > 0) {
+    if (cudaError_t e = cudaMemcpy(d.tx.data(), src.address, src.length, cudaMemcpyDeviceToHost); e != cudaSuccess)
+      return to_status(e);
+    bytes = std::span<const std::byte>(d.tx.data(), src.length);
+  }
+  const status s = send_packet(p.out->fd.get(), packet_type::message, 0, 0, bytes);
+  if (s == status::peer_unreachable) fail_peer(p, "sending a message failed: the peer's domain is gone");
+  if (s != status::ok) return s;
+  d.ring.push(
+      completion{.token = o.token, .bytes = src.length, .status = status::ok, .op = opcode::send, .flags = o.flags});
+  return status::ok;
+}
+
+inline status post_one(peer_state& p, const operation& o) {
+  domain_state& d = *p.dom;
+  if (p.failed) return status::peer_unreachable;
+  if (o.code == opcode::send) return post_send(p, o);
+
+  std::byte* remote = nullptr;
+  if (fabrix::detail::uses_remote(o.code)) {
+    status why = status::ok;
+    remote = resolve(p, *o.remote.buffer, why);
+    if (remote == nullptr) return why;
+    remote += o.remote.offset;
+  }
+  op_slot* op = d.ops.take();
+  if (op == nullptr) return status::again;
+  op->in_use = true;
+  op->peer = &p;
+  op->c.token = o.token;
+  op->c.op = o.code;
+  op->c.flags = o.flags;
+  op->c.imm = o.imm;
+  op->c.bytes = o.code == opcode::flush ? 0 : o.local_bytes();
+  op->st = stage::copying;
+  if (o.code == opcode::recv) {  // no stream work: waits for a message
+    op->c.bytes = 0;
+    op->recv_dst = o.locals()[0];
+    p.recvs.push_back(op);
+    match_unexpected(d, p);
+    return status::ok;
+  }
+  const std::size_t idx = d.slot_index(op);
+  cudaEvent_t& ev = d.events[idx];
+  if (ev == nullptr) {
+    if (cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming); e != cudaSuccess) {
+      d.ops.give_back(op);
+      return to_status(e);
+    }
+  }
+
+  const local_slice& first = o.locals()[0];
+  cudaError_t err = cudaSuccess;
+  bool enqueued = false;  // something is on the stream: the op must complete through its event
+  switch (o.code) {
+    case opcode::write:
+    case opcode::write_with_imm:
+    case opcode::read:
+      for (const local_slice& l : o.locals()) {
+        if (l.length == 0) continue;
+        err = o.code == opcode::read ? cudaMemcpyAsync(l.address, remote, l.length, cudaMemcpyDefault, p.stream)
+                                     : cudaMemcpyAsync(remote, l.address, l.length, cudaMemcpyDefault, p.stream);
+        if (err != cudaSuccess) break;
+        enqueued = true;
+        remote += l.length;
+      }
+      break;
+    case opcode::fetch_add:
+    case opcode::compare_swap: {
+      unsigned long long* old_value = d.atomic_scratch + idx;
+      err = fabrix_cuda_atomic64(p.stream, reinterpret_cast<unsigned long long*>(remote), old_value, o.operand,
+                                 o.compare, o.code == opcode::compare_swap);
+      if (err != cudaSuccess) break;
+      enqueued = true;
+      err = cudaMemcpyAsync(first.address, old_value, 8, cudaMemcpyDefault, p.stream);
+      break;
+    }
+    case opcode::recv:  // handled above
+    case opcode::flush:
+    case opcode::send:
+    case opcode::remote_write_imm: break;
+  }
+  if (err != cudaSuccess && !enqueued) {  // nothing posted: refuse, no completion
+    d.ops.give_back(op);
+    return to_status(err) == status::invalid_argument ? status::provider_error : to_status(err);
+  }
+  if (err != cudaSuccess) {  // part of it is on the stream: it completes with the error
+    op->c.status = status::provider_error;
+    op->c.native_code = static_cast<std::int32_t>(err);
+  }
+  if (cudaError_t e = cudaEventRecord(ev, p.stream); e != cudaSuccess) {
+    if (!enqueued) {
+      d.ops.give_back(op);
+      return status::provider_error;
+    }
+    cudaStreamSynchronize(p.stream);  // the event cannot tell us; wait here
+    op->c.status = status::provider_error;
+    op->c.native_code = static_cast<std::int32_t>(e);
+    finish(d, op);
+    return status::ok;
+  }
+  p.inflight.push_back(op);
+  return status::ok;
+}
+
+}  // namespace fabrix::cuda::ipc::detail

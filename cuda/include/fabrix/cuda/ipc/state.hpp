@@ -1,0 +1,169 @@
+// The cuda_ipc provider's state. domain_state and peer_state live on the
+// heap so that pointers to them (op slots, links, the opener's context)
+// survive moves of domain_impl / endpoint_impl.
+#pragma once
+
+#include <fabrix/completion.hpp>
+#include <fabrix/cuda/ipc/mapping_cache.hpp>
+#include <fabrix/cuda/ipc/opener.hpp>
+#include <fabrix/cuda/ipc/socket.hpp>
+#include <fabrix/cuda/ipc/wire.hpp>
+#include <fabrix/detail/completion_ring.hpp>
+#include <fabrix/detail/siphash.hpp>
+#include <fabrix/detail/slot_pool.hpp>
+#include <fabrix/local_slice.hpp>
+#include <fabrix/remote_buffer.hpp>
+
+#include <cuda_runtime_api.h>
+#include <poll.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace fabrix::cuda::ipc::detail {
+
+struct peer_state;
+struct domain_state;
+
+// copying: the op's copies / kernel and its event are on the peer's stream.
+// notifying: a write_with_imm whose data is in place; its notification
+// packet waits for room in the socket.
+enum class stage : std::uint8_t { copying, notifying };
+
+struct op_slot {
+  completion c{};
+  peer_state* peer = nullptr;
+  stage st = stage::copying;
+  bool in_use = false;
+  local_slice recv_dst{};        // recv: where the message goes
+  op_slot* next = nullptr;       // in-flight / recv list link
+  op_slot* next_free = nullptr;  // slot_pool link
+};
+
+// Intrusive FIFO of slots (no allocation).
+struct op_list {
+  op_slot* head = nullptr;
+  op_slot* tail = nullptr;
+  bool empty() const noexcept { return head == nullptr; }
+  void push_back(op_slot* op) noexcept {
+    op->next = nullptr;
+    if (tail)
+      tail->next = op;
+    else
+      head = op;
+    tail = op;
+  }
+  op_slot* pop_front() noexcept {
+    op_slot* op = head;
+    if (op) {
+      head = op->next;
+      if (!head) tail = nullptr;
+      op->next = nullptr;
+    }
+    return op;
+  }
+};
+
+// One Unix socket connection. Outgoing links are made by our connect() and
+// carry our notifications, messages and fd requests; inbound links are
+// accepted from peers and carry theirs. Either end may send `release`.
+struct link {
+  unique_fd fd;
+  std::uint64_t nonce = 0;  // the peer domain (inbound: from its hello)
+  bool outgoing = false;
+  bool closed = false;
+};
+
+// A peer region this endpoint has verified and mapped.
+struct resolved_region {
+  remote_buffer verified;
+  std::byte* base = nullptr;  // byte 0 of the region in this process
+};
+
+// A received fd_reply, until the fetch that asked for it takes it.
+struct fd_reply {
+  std::uint64_t nonce = 0;
+  std::uint64_t export_id = 0;
+  std::uint64_t err = 0;
+  unique_fd fd;
+};
+
+// A message that arrived before a matching recv was posted.
+struct unexpected_message {
+  std::uint64_t nonce = 0;
+  std::vector<std::byte> bytes;
+};
+
+// A VMM allocation exported by one of our regions.
+struct vmm_export {
+  std::uint64_t id = 0;    // the region's epoch
+  std::uint64_t seal = 0;  // the region's remote_buffer seal: an fd_request must quote it
+  unique_fd fd;
+};
+
+inline result<unique_fd> fetch_fd(void* domain, std::uint64_t owner, std::uint64_t export_id);
+
+struct domain_state {
+  int device = 0;
+  std::uint64_t nonce = 0;            // random: names this domain in remote_buffers
+  fabrix::detail::seal_key secret{};  // random: seals our remote_buffers; given to connected peers
+  std::uint64_t next_epoch = 1;
+  std::uint64_t node = 0;
+  std::string socket_name;
+  std::string host;
+  unique_fd listener;
+  fabrix::detail::completion_ring ring;
+  fabrix::detail::slot_pool<op_slot> ops;
+  std::vector<cudaEvent_t> events;               // per op slot, created on the slot's first use
+  unsigned long long* atomic_scratch = nullptr;  // device: one old value per op slot
+  std::vector<std::unique_ptr<link>> links;
+  std::vector<peer_state*> peers;
+  std::vector<unexpected_message> unexpected;  // bounded by max_unexpected
+  std::vector<fd_reply> fd_replies;
+  std::vector<vmm_export> exports;
+  mapping_cache<cuda_opener> cache;
+  std::vector<std::byte> rx = std::vector<std::byte>(max_packet);   // one received packet
+  std::vector<std::byte> tx = std::vector<std::byte>(max_message);  // device -> host bounce for send
+  std::vector<pollfd> pfds;                                         // reused by poll() / wait()
+  std::uint64_t dropped_packets = 0;                                // malformed or unexpected peer packets
+  std::uint64_t fetch_proof = 0;  // the seal of the region whose VMM fd fetch_fd asks for
+
+  static constexpr std::size_t max_unexpected = 1024;
+
+  domain_state(int dev, std::size_t max_outstanding)
+      : device(dev),
+        ring(max_outstanding),
+        ops(max_outstanding),
+        events(max_outstanding, nullptr),
+        cache(cuda_opener(dev, &fetch_fd, this)) {}
+  domain_state(const domain_state&) = delete;
+  domain_state& operator=(const domain_state&) = delete;
+  ~domain_state() {
+    device_guard on(device);
+    cache.clear();
+    for (auto ev : events)
+      if (ev) cudaEventDestroy(ev);
+    if (atomic_scratch) cudaFree(atomic_scratch);
+  }
+
+  std::size_t slot_index(const op_slot* op) const noexcept { return static_cast<std::size_t>(op - ops_begin()); }
+  const op_slot* ops_begin() const noexcept { return const_cast<domain_state*>(this)->ops.begin(); }
+};
+
+struct peer_state {
+  domain_state* dom = nullptr;
+  link* out = nullptr;  // owned by dom->links
+  std::uint64_t nonce = 0;
+  fabrix::detail::seal_key secret{};
+  bool same_process = false;  // another domain of this process: addresses are usable as they are
+  cudaStream_t stream = nullptr;
+  op_list inflight;  // in stream order
+  op_list recvs;     // posted receives, oldest first
+  bool failed = false;
+  std::string failure;
+  std::vector<resolved_region> regions;
+};
+
+}  // namespace fabrix::cuda::ipc::detail

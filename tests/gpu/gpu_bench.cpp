@@ -1,0 +1,211 @@
+// Bandwidth sweep: fabrix cuda_ipc writes from one process into another's
+// GPU memory, 4 KiB to 1 GiB, against a same-process cudaMemcpyAsync
+// device-to-device baseline on the same GPU, in the same run.
+//
+//   gpu_bench OUT.json [max_bytes]
+//
+// Two processes: this one (rank 0, the writer) and a forked child (rank 1,
+// the target), wired through the embedded bootstrap. Neither touches CUDA
+// before the fork. Exit 77 without a CUDA device.
+#include <fabrix/cuda/available.hpp>
+#include <fabrix/cuda_ipc.hpp>
+#include <fabrix/fabrix.hpp>
+
+#include <cuda_runtime_api.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+using acc = fabrix::access;
+using fabrix::status;
+using clk = std::chrono::steady_clock;
+
+namespace {
+
+constexpr std::uint32_t done_imm = 0xd0e;
+constexpr std::uint32_t check_imm = 0xc4e;
+constexpr std::size_t check_bytes = 1 << 20;
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "gpu_bench: %s\n", what.c_str());
+  std::_Exit(1);
+}
+template <class R>
+auto must(R&& r, const char* what) {
+  if (!r) die(std::string(what) + ": " + r.error().describe());
+  return std::move(*r);
+}
+
+std::byte pattern(std::size_t i) { return static_cast<std::byte>((i * 7 + (i >> 9)) & 0xff); }
+
+std::size_t iterations_for(std::size_t size) {
+  const std::size_t by_bytes = (std::size_t{4} << 30) / size;
+  return std::max<std::size_t>(8, std::min<std::size_t>(2000, by_bytes));
+}
+
+fabrix::completion wait_for(fabrix::cuda_ipc::domain& dom, auto pred) {
+  fabrix::completion buf[64];
+  const auto deadline = clk::now() + std::chrono::seconds(120);
+  std::vector<fabrix::completion> keep;
+  while (clk::now() < deadline) {
+    const std::size_t n = dom.poll(buf);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (buf[i].status != status::ok) die("completion failed: " + std::string(fabrix::to_string(buf[i].status)));
+      if (pred(buf[i])) return buf[i];
+    }
+  }
+  die("timed out waiting for a completion");
+}
+
+int target(fabrix::bootstrap& boot, std::size_t max_bytes) {
+  auto dom = must(fabrix::cuda_ipc::domain::create({}), "domain");
+  auto qps = must(fabrix::connect_all(dom, boot), "connect_all");
+  auto buf = must(fabrix::cuda::device_buffer::create(max_bytes), "device_buffer");
+  auto mr = must(dom.register_memory(buf.data(), buf.size(), buf.location(), acc::remote_write), "register");
+  must(fabrix::exchange(boot, mr.remote()), "exchange");
+  wait_for(dom,
+           [](const fabrix::completion& c) { return c.op == fabrix::opcode::remote_write_imm && c.imm == check_imm; });
+  std::vector<std::byte> host(check_bytes);
+  if (buf.copy_to_host(0, host) != status::ok) die("copy_to_host");
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < check_bytes; ++i) bad += host[i] != pattern(i);
+  std::vector<std::byte> verdict(1, static_cast<std::byte>(bad == 0));
+  must(boot.allgather(verdict), "allgather verdict");
+  wait_for(dom,
+           [](const fabrix::completion& c) { return c.op == fabrix::opcode::remote_write_imm && c.imm == done_imm; });
+  return 0;
+}
+
+struct row {
+  std::size_t bytes, iters;
+  double fabrix_gbps, baseline_gbps, fabrix_us;
+};
+
+int writer(fabrix::bootstrap& boot, std::size_t max_bytes, const char* out_path) {
+  auto dom = must(fabrix::cuda_ipc::domain::create({}), "domain");
+  auto qps = must(fabrix::connect_all(dom, boot), "connect_all");
+  auto src = must(fabrix::cuda::device_buffer::create(max_bytes), "device_buffer");
+  auto dst = must(fabrix::cuda::device_buffer::create(max_bytes), "device_buffer (baseline)");
+  if (src.fill(0x5a) != status::ok) die("fill");
+  auto mr = must(dom.register_memory(src.data(), src.size(), src.location(), acc::local), "register");
+  auto dummy = must(fabrix::cuda::device_buffer::create(4096), "device_buffer (dummy)");
+  auto dmr = must(dom.register_memory(dummy.data(), dummy.size(), dummy.location(), acc::remote_write), "register");
+  auto peers = must(fabrix::exchange(boot, dmr.remote()), "exchange");
+  const fabrix::remote_buffer& remote = peers[1];
+  auto& qp = qps[1];
+
+  cudaStream_t stream;
+  cudaEvent_t t0, t1;
+  if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess || cudaEventCreate(&t0) != cudaSuccess ||
+      cudaEventCreate(&t1) != cudaSuccess)
+    die("baseline stream/events");
+
+  std::vector<row> rows;
+  for (std::size_t size = 4096; size <= max_bytes; size *= 4) {
+    const std::size_t iters = iterations_for(size);
+    // fabrix: up to `window` writes in flight, then wait for all.
+    constexpr std::size_t window = 32;
+    fabrix::completion buf[64];
+    auto run = [&](std::size_t n) {
+      std::size_t posted = 0, done = 0;
+      while (done < n) {
+        while (posted < n && posted - done < window) {
+          const status s = qp.write(mr.slice(0, size), remote.slice(0, size), posted);
+          if (s == status::again) break;
+          if (s != status::ok) die("write: " + std::string(fabrix::to_string(s)));
+          ++posted;
+        }
+        const std::size_t got = dom.poll(buf);
+        for (std::size_t i = 0; i < got; ++i) {
+          if (buf[i].status != status::ok) die("write completion failed");
+          ++done;
+        }
+      }
+    };
+    run(std::min<std::size_t>(iters, 4));  // warm-up (opens the mapping)
+    const auto start = clk::now();
+    run(iters);
+    const double secs = std::chrono::duration<double>(clk::now() - start).count();
+
+    // Baseline: the same copies in one process, one stream, timed by events.
+    cudaMemcpyAsync(dst.data(), src.data(), size, cudaMemcpyDeviceToDevice, stream);
+    cudaEventRecord(t0, stream);
+    for (std::size_t i = 0; i < iters; ++i)
+      cudaMemcpyAsync(dst.data(), src.data(), size, cudaMemcpyDeviceToDevice, stream);
+    cudaEventRecord(t1, stream);
+    if (cudaEventSynchronize(t1) != cudaSuccess) die("baseline copy failed");
+    float ms = 0;
+    cudaEventElapsedTime(&ms, t0, t1);
+    const double bytes = static_cast<double>(size) * static_cast<double>(iters);
+    rows.push_back(
+        {size, iters, bytes / secs / 1e9, bytes / (ms / 1e3) / 1e9, secs * 1e6 / static_cast<double>(iters)});
+    std::printf("%12zu B  x%5zu  fabrix %8.2f GB/s (%8.2f us/op)  cudaMemcpy D2D %8.2f GB/s  ratio %.3f\n", size, iters,
+                rows.back().fabrix_gbps, rows.back().fabrix_us, rows.back().baseline_gbps,
+                rows.back().fabrix_gbps / rows.back().baseline_gbps);
+  }
+
+  // Correctness of what the sweep measured: a known pattern, checked by the target.
+  std::vector<std::byte> host(check_bytes);
+  for (std::size_t i = 0; i < check_bytes; ++i) host[i] = pattern(i);
+  if (src.copy_from_host(0, host) != status::ok) die("copy_from_host");
+  if (qp.write_with_imm(mr.slice(0, check_bytes), remote.slice(0, check_bytes), check_imm, 1) != status::ok)
+    die("write_with_imm");
+  wait_for(dom, [](const fabrix::completion& c) { return c.token == 1 && c.op == fabrix::opcode::write_with_imm; });
+  auto verdicts = must(boot.allgather(std::vector<std::byte>(1, std::byte{1})), "allgather verdict");
+  const bool verified = verdicts[1][0] == std::byte{1};
+  if (qp.write_with_imm(mr.slice(0, 0), remote.slice(0, 0), done_imm, 2) != status::ok) die("write_with_imm");
+  wait_for(dom, [](const fabrix::completion& c) { return c.token == 2; });
+
+  std::FILE* f = std::fopen(out_path, "w");
+  if (!f) die(std::string("cannot write ") + out_path);
+  std::fprintf(f, "{\n  \"benchmark\": \"cuda_ipc write bandwidth, 2 processes, 1 GPU\",\n");
+  std::fprintf(f, "  \"domain\": \"%s\",\n  \"window\": 32,\n  \"verified\": %s,\n  \"rows\": [\n",
+               dom.describe().c_str(), verified ? "true" : "false");
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const row& r = rows[i];
+    std::fprintf(f,
+                 "    {\"bytes\": %zu, \"iterations\": %zu, \"fabrix_gbps\": %.3f, \"fabrix_us_per_op\": %.3f, "
+                 "\"cudamemcpy_d2d_gbps\": %.3f, \"ratio\": %.4f}%s\n",
+                 r.bytes, r.iters, r.fabrix_gbps, r.fabrix_us, r.baseline_gbps, r.fabrix_gbps / r.baseline_gbps,
+                 i + 1 < rows.size() ? "," : "");
+  }
+  std::fprintf(f, "  ]\n}\n");
+  std::fclose(f);
+  return verified ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: gpu_bench OUT.json [max_bytes]\n");
+    return 2;
+  }
+  const std::size_t max_bytes = argc > 2 ? std::strtoull(argv[2], nullptr, 0) : std::size_t{1} << 30;
+  if (const std::string why = fabrix::cuda::unavailable_reason(); !why.empty()) {
+    std::printf("gpu_bench: skipped: %s\n", why.c_str());
+    return 77;
+  }
+  auto root = fabrix::bootstrap::listen(2, "127.0.0.1:0", "fabrix-gpu-bench");
+  if (!root) die(root.error().describe());
+  const std::string where = "127.0.0.1:" + std::to_string(root->port());
+  std::fflush(stdout);
+  const pid_t child = ::fork();
+  if (child < 0) die("fork");
+  if (child == 0) {
+    auto boot = fabrix::bootstrap::create(1, 2, where, "fabrix-gpu-bench");
+    if (!boot) die(boot.error().describe());
+    std::_Exit(target(*boot, max_bytes));
+  }
+  auto boot = root->accept();
+  if (!boot) die(boot.error().describe());
+  const int rc = writer(*boot, max_bytes, argv[1]);
+  int st = 0;
+  ::waitpid(child, &st, 0);
+  return rc != 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0 ? 1 : 0;
+}

@@ -1,0 +1,225 @@
+// cuda_ipc's control plane without a GPU: two domain states in one process
+// talking over their real Unix sockets — authenticated hellos, notifications,
+// messages matched to receives (early ones queued, long ones truncated), VMM
+// fd requests answered only to a caller quoting the region's seal, region
+// releases, and a peer domain going away. Links against the CUDA runtime but
+// makes no call that needs a device (the op paths that do are in gpu_ipc).
+#include <doctest/doctest.h>
+#include <fabrix/cuda_ipc.hpp>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <thread>
+
+using fabrix::completion;
+using fabrix::opcode;
+using fabrix::status;
+namespace ipc = fabrix::cuda::ipc;
+namespace detail = fabrix::cuda::ipc::detail;
+
+namespace {
+
+struct test_domain {
+  std::unique_ptr<detail::domain_state> d;
+  std::vector<std::unique_ptr<detail::peer_state>> peers;
+
+  explicit test_domain(std::uint64_t nonce) : d(std::make_unique<detail::domain_state>(0, 64)) {
+    d->nonce = nonce;
+    for (std::size_t i = 0; i < d->secret.size(); ++i) d->secret[i] = static_cast<std::uint8_t>(nonce * 31 + i);
+    d->socket_name = "fabrix-unit-" + std::to_string(::getpid()) + "-" + std::to_string(nonce);
+    auto l = ipc::listen_abstract(d->socket_name);
+    REQUIRE(l.has_value());
+    d->listener = std::move(*l);
+  }
+  ~test_domain() {
+    for (auto& p : peers) std::erase(d->peers, p.get());
+  }
+  // Connects to `to` the way domain_impl::connect does (minus the CUDA stream).
+  detail::peer_state& connect(test_domain& to, bool honest_hello = true) {
+    auto fd = ipc::connect_abstract(to.d->socket_name);
+    REQUIRE(fd.has_value());
+    auto l = std::make_unique<detail::link>();
+    l->fd = std::move(*fd);
+    l->nonce = to.d->nonce;
+    l->outgoing = true;
+    const std::uint64_t proof = honest_hello ? ipc::hello_proof(to.d->secret, d->nonce) : 12345;
+    REQUIRE(detail::send_control(*l, ipc::packet_type::hello, d->nonce, proof) == status::ok);
+    auto p = std::make_unique<detail::peer_state>();
+    p->dom = d.get();
+    p->nonce = to.d->nonce;
+    p->secret = to.d->secret;
+    p->out = l.get();
+    d->links.push_back(std::move(l));
+    d->peers.push_back(p.get());
+    peers.push_back(std::move(p));
+    return *peers.back();
+  }
+  void pump(int rounds = 5) {
+    for (int i = 0; i < rounds; ++i) detail::serve_links(*d, 5);
+  }
+  std::vector<completion> drain() {
+    completion c[64];
+    const std::size_t n = d->ring.drain(c);
+    return {c, c + n};
+  }
+};
+
+fabrix::local_slice host_slice(std::vector<std::byte>& v, std::size_t n) {
+  fabrix::local_slice s;
+  s.address = v.data();
+  s.length = n;
+  s.provider = fabrix::provider_id::cuda_ipc;
+  s.valid = true;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("cuda_ipc control plane: a notification becomes a remote_write_imm completion at the target") {
+  test_domain a(11), b(22);
+  detail::peer_state& ab = a.connect(b);
+  REQUIRE(ipc::send_packet(ab.out->fd.get(), ipc::packet_type::notify, 7, 4096) == status::ok);
+  b.pump();
+  const auto got = b.drain();
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].op == opcode::remote_write_imm);
+  CHECK(got[0].imm == 7);
+  CHECK(got[0].bytes == 4096);
+  CHECK(got[0].token == 0);
+  CHECK(b.d->dropped_packets == 0);
+}
+
+TEST_CASE("cuda_ipc control plane: a connection without a valid hello is ignored") {
+  test_domain a(11), b(22);
+  detail::peer_state& ab = a.connect(b, /*honest_hello=*/false);
+  REQUIRE(ipc::send_packet(ab.out->fd.get(), ipc::packet_type::notify, 7, 1) == status::ok);
+  const std::byte msg[] = {std::byte{1}};
+  REQUIRE(ipc::send_packet(ab.out->fd.get(), ipc::packet_type::message, 0, 0, msg) == status::ok);
+  REQUIRE(ipc::send_packet(ab.out->fd.get(), ipc::packet_type::fd_request, 1, 0) == status::ok);
+  b.pump();
+  CHECK(b.drain().empty());
+  CHECK(b.d->unexpected.empty());
+  CHECK(b.d->dropped_packets == 4);  // the bad hello and the three packets after it
+  a.pump();
+  CHECK(a.d->fd_replies.empty());  // no answer to an unauthenticated fd request
+}
+
+TEST_CASE("cuda_ipc control plane: messages queue until a recv, in order; a long one is truncated") {
+  test_domain a(11), b(22);
+  detail::peer_state& ab = a.connect(b);
+  detail::peer_state& ba = b.connect(a);
+  std::vector<std::byte> out(200), in(200);
+  for (std::uint32_t i = 0; i < 3; ++i) {
+    std::memset(out.data(), static_cast<int>(i + 1), 10 + i);
+    const auto send = fabrix::op::send(host_slice(out, 10 + i), 100 + i);
+    REQUIRE(detail::post_one(ab, send) == status::ok);
+  }
+  const auto sent = a.drain();
+  REQUIRE(sent.size() == 3);
+  CHECK(sent[2].op == opcode::send);
+  CHECK(sent[2].token == 102);
+  b.pump();
+  CHECK(b.d->unexpected.size() == 3);  // nobody asked yet
+  for (std::uint32_t i = 0; i < 3; ++i) {
+    std::memset(in.data(), 0, in.size());
+    REQUIRE(detail::post_one(ba, fabrix::op::recv(host_slice(in, 200), 200 + i)) == status::ok);
+    const auto got = b.drain();
+    REQUIRE(got.size() == 1);
+    CHECK(got[0].op == opcode::recv);
+    CHECK(got[0].token == 200 + i);
+    CHECK(got[0].status == status::ok);
+    CHECK(got[0].bytes == 10 + i);
+    CHECK(in[0] == std::byte(i + 1));
+    CHECK(in[9 + i] == std::byte(i + 1));
+    CHECK(in[10 + i] == std::byte{0});
+  }
+  // A recv posted first completes when the message arrives; 50 bytes into 20.
+  REQUIRE(detail::post_one(ba, fabrix::op::recv(host_slice(in, 20), 300)) == status::ok);
+  CHECK(b.drain().empty());
+  std::memset(out.data(), 9, 50);
+  REQUIRE(detail::post_one(ab, fabrix::op::send(host_slice(out, 50), 301)) == status::ok);
+  b.pump();
+  const auto got = b.drain();
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].status == status::truncated);
+  CHECK(got[0].bytes == 20);
+  CHECK(in[19] == std::byte{9});
+  CHECK(b.d->ops.in_use() == 0);
+  // Over 64 KiB is refused at post time.
+  std::vector<std::byte> big(ipc::max_message + 1);
+  CHECK(detail::post_one(ab, fabrix::op::send(host_slice(big, big.size()), 302)) == status::invalid_argument);
+}
+
+TEST_CASE("cuda_ipc control plane: a VMM fd is handed out only to a caller quoting the region's seal") {
+  test_domain a(11), b(22);
+  a.connect(b);
+  b.connect(a);
+  ipc::unique_fd mem(::memfd_create("fabrix-unit", MFD_CLOEXEC));
+  REQUIRE(mem);
+  REQUIRE(::write(mem.get(), "allocation", 10) == 10);
+  b.d->exports.push_back({9, 0xfeed, std::move(mem)});
+
+  std::atomic<bool> stop{false};
+  std::thread exporter([&] {  // b serves its sockets, as its poll() would
+    while (!stop) detail::serve_links(*b.d, 5);
+  });
+  a.d->fetch_proof = 0xfeed;
+  auto fd = detail::fetch_fd(a.d.get(), 22, 9);
+  a.d->fetch_proof = 0xbad;
+  auto refused = detail::fetch_fd(a.d.get(), 22, 9);
+  a.d->fetch_proof = 0xfeed;
+  auto unknown = detail::fetch_fd(a.d.get(), 22, 10);
+  auto no_peer = detail::fetch_fd(a.d.get(), 33, 9);
+  stop = true;
+  exporter.join();
+
+  REQUIRE(fd.has_value());
+  char back[16] = {};
+  CHECK(::pread(fd->get(), back, sizeof(back), 0) == 10);
+  CHECK(std::memcmp(back, "allocation", 10) == 0);
+  REQUIRE_FALSE(refused.has_value());
+  CHECK(refused.code() == status::invalid_argument);
+  REQUIRE_FALSE(unknown.has_value());
+  CHECK(unknown.code() == status::invalid_argument);
+  REQUIRE_FALSE(no_peer.has_value());
+  CHECK(no_peer.code() == status::peer_unreachable);
+}
+
+TEST_CASE("cuda_ipc control plane: a release drops that region's mapping entry, and only that one") {
+  test_domain a(11), b(22);
+  detail::peer_state& ab = a.connect(b);
+  detail::peer_state& ba = b.connect(a);
+  for (std::uint64_t epoch : {3, 4}) {
+    fabrix::remote_buffer rb;
+    rb.owner = 22;
+    rb.epoch = epoch;
+    ab.regions.push_back({rb, reinterpret_cast<std::byte*>(0x1000 * epoch)});
+  }
+  REQUIRE(ipc::send_packet(ba.out->fd.get(), ipc::packet_type::release, 3, 0) == status::ok);
+  a.pump();
+  REQUIRE(ab.regions.size() == 1);
+  CHECK(ab.regions[0].verified.epoch == 4);
+}
+
+TEST_CASE("cuda_ipc control plane: the peer's domain going away fails the endpoint") {
+  test_domain a(11);
+  auto b = std::make_unique<test_domain>(22);
+  detail::peer_state& ab = a.connect(*b);
+  b->connect(a);
+  b->pump();  // accepts a's connection
+  std::vector<std::byte> in(64), out(8);
+  REQUIRE(detail::post_one(ab, fabrix::op::recv(host_slice(in, 64), 1)) == status::ok);
+  b.reset();  // every socket of b closes
+  a.pump();
+  CHECK(ab.failed);
+  const auto got = a.drain();
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].token == 1);
+  CHECK(got[0].status == status::peer_unreachable);
+  CHECK(detail::post_one(ab, fabrix::op::send(host_slice(out, 8), 2)) == status::peer_unreachable);
+  CHECK(detail::fetch_fd(a.d.get(), 22, 1).code() == status::peer_unreachable);
+}
