@@ -80,6 +80,18 @@ std::uint64_t auto_iters(mode_kind m, std::uint64_t size) {
   return std::clamp<std::uint64_t>(byte_budget / std::max<std::uint64_t>(size, 1), floor, base);
 }
 
+// True when every item of the comma-separated `list` satisfies `ok`.
+template <class Pred>
+bool every_item(std::string_view list, Pred ok) {
+  if (list.empty()) return false;
+  for (;;) {
+    const auto comma = list.find(',');
+    if (!ok(list.substr(0, comma))) return false;
+    if (comma == std::string_view::npos) return true;
+    list = list.substr(comma + 1);
+  }
+}
+
 }  // namespace
 
 std::string_view to_string(test_kind t) noexcept {
@@ -269,9 +281,9 @@ parse_outcome parse(int argc, char** argv) {
       o.loopback = true;
     else if (arg.starts_with("-"))
       return fail("unknown option '" + std::string(arg) + "' (see --help)");
-    else if (arg == "all" || test_from(arg))
+    else if (every_item(arg, [](std::string_view t) { return t == "all" || test_from(t).has_value(); }))
       add_tests(arg);
-    else if (auto m = mode_from(arg))
+    else if (every_item(arg, [](std::string_view m) { return mode_from(m).has_value(); }))
       add_modes(arg);
     else if (o.host.empty())
       o.host = arg;
