@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Meson test (suite perf): runs fabrix-perf --loopback briefly for one
 provider — every test, both modes, a few sizes, -q 2 and -l batching once,
--b once — and checks that it exits 0 (its own data checks passed), that its
+-b once, -D once, static and runtime dispatch, provider-allocated and user
+memory — and checks that it exits 0 (its own data checks passed), that its
 table has a row per measurement and that its JSON matches the schema.
 Timings are not judged. A provider whose hardware is absent (verbs,
 cuda_ipc) makes the test skip (77).
@@ -53,9 +54,11 @@ def main():
         # Batched posting over two queue pairs, and bidirectional, at 64 KiB.
         run(perf, args + ["write,read,fetch_add", "bw", "-s", "64K", "-n", "300", "-q", "2", "-l", "8", "-t", "32"],
             out, 3)
-        run(perf, args + ["write,send,write_imm", "bw", "-b", "-s", "1K", "-n", "300"], out, 3)
-        # Duration mode, where the target does not know the count in advance.
-        run(perf, args + ["send,write_imm,write", "-s", "8", "-D", "0.05"], out, 6)
+        # Bidirectional, through fabrix::any_provider (virtual dispatch).
+        run(perf, args + ["write,send,write_imm", "bw", "-b", "-s", "1K", "-n", "300", "--dispatch", "any"], out, 3)
+        # Duration mode, where the target does not know the count in advance,
+        # on memory fabrix-perf allocates and the provider only registers.
+        run(perf, args + ["send,write_imm,write", "-s", "8", "-D", "0.05", "--alloc", "user"], out, 6)
     print("OK")
 
 

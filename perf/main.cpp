@@ -33,10 +33,12 @@ std::string_view to_string(gpu_path g) {
   return "unknown";
 }
 
-// Runs every step of the plan as one side of the job; returns the exit status.
-int run_side(const options& opts, bootstrap boot, const char* role) {
+// Runs every step of the plan as one side of the job over provider type P
+// with the domain already opened (or its error); returns the exit status.
+template <provider P>
+int run_with(const options& opts, bootstrap boot, const char* role, result<domain<P>> dom, const char* dispatch) {
   const auto steps = plan(opts);
-  auto s = open_session<any_provider>(opts, std::move(boot), steps);
+  auto s = open_session<P>(opts, std::move(boot), steps, std::move(dom));
   std::optional<report> rep;
   if (!s.server()) {
     run_info info;
@@ -44,13 +46,15 @@ int run_side(const options& opts, bootstrap boot, const char* role) {
     info.transport = opts.transport;
     info.device = opts.device;
     info.describe = s.dom.describe();
-    info.memory = opts.mem;
+    info.memory = opts.mem + (s.provider_allocated ? ", allocated and registered by the provider"
+                                                   : ", allocated by fabrix-perf, registered");
     info.gpu_path = std::string(to_string(s.dom.caps().gpu));
+    info.dispatch = dispatch;
     info.role = role;
     rep.emplace(opts, info);
     rep->header();
   }
-  runner<any_provider> run(s, rep ? &*rep : nullptr);
+  runner<P> run(s, rep ? &*rep : nullptr);
   for (std::size_t i = 0; i < steps.size(); ++i) run.run(steps[i], i);
   run.finish();
   if (rep) {
@@ -59,6 +63,30 @@ int run_side(const options& opts, bootstrap boot, const char* role) {
   }
   if (auto b = s.boot.barrier(); !b) fail("final bootstrap barrier: " + b.error().describe());
   return 0;
+}
+
+// Opens the provider --provider names ("auto": the first registered one, best
+// first, that opens) — through its static type when one is compiled in and
+// --dispatch static, else through fabrix::any_provider.
+int run_side(const options& opts, bootstrap boot, const char* role) {
+  domain_options dopts;
+  dopts.provider = opts.provider;
+  dopts.transport = opts.transport;
+  dopts.device = opts.device;
+#if defined(FABRIX_HAVE_UCX) && FABRIX_HAVE_UCX
+  if (opts.dispatch == "static") {
+    for (auto name : registered_providers()) {
+      if (opts.provider != "auto" && name != opts.provider) continue;
+      if (name != "ucx") break;  // no static type compiled in for it
+      auto d = fabrix::ucx::domain::create(dopts);
+      if (d || opts.provider == "ucx")
+        return run_with<fabrix::ucx::provider>(opts, std::move(boot), role, std::move(d),
+                                               "static (fabrix::ucx::provider)");
+    }
+  }
+#endif
+  return run_with<any_provider>(opts, std::move(boot), role, any_domain::create(dopts),
+                                "runtime (fabrix::any_provider)");
 }
 
 std::string with_port(const std::string& host, int port) {
@@ -168,6 +196,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   const options& opts = *p.opts;
+  if (opts.list_providers) {
+    for (auto name : fabrix::registered_providers()) std::printf("%.*s\n", static_cast<int>(name.size()), name.data());
+    return 0;
+  }
   if (opts.mem != "host") {
     std::string err;
     (void)buffer::allocate({fabrix::memory_kind::cuda_device, 0}, 4096, err);

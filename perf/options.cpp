@@ -135,9 +135,15 @@ MODE   bw | lat (default: both)
       --transport LIST    UCX_TLS list, or a libfabric provider name
       --device NAME       device for the provider (mlx5_0, eth0, ...)
       --mem KIND          host | cuda[:N] (default host)
+      --alloc WHO         auto | provider | user: who allocates the registered
+                          buffers (auto: the provider when it can, as ucx_perftest
+                          does with ucp_mem_map ALLOCATE; user: mmap + register)
+      --dispatch HOW      static | any: the provider's static type when compiled
+                          in (default), or fabrix::any_provider (virtual calls)
   -p, --port PORT         bootstrap port of the server (default 18515)
       --loopback          run server and client here
       --timeout SECONDS   give up on a silent peer after this long (default 60)
+      --list-providers    print the providers compiled in, best first, and exit
   -h, --help
 
 Exit status: 0 measured and every byte checked; 1 a run-time failure or a
@@ -197,9 +203,10 @@ parse_outcome parse(int argc, char** argv) {
     };
     auto takes_value = [](std::string_view a) {
       static const char* const names[] = {
-          "-s",       "--size", "-n",         "--iters", "-D",          "--duration", "--iters-warmup", "-q",
-          "--qps",    "-t",     "--tx-depth", "-l",      "--post-list", "--out_json", "--provider",     "--transport",
-          "--device", "--mem",  "-p",         "--port",  "--test",      "--mode",     "--timeout"};
+          "-s",         "--size",      "-n",       "--iters",    "-D", "--duration",  "--iters-warmup",
+          "-q",         "--qps",       "-t",       "--tx-depth", "-l", "--post-list", "--out_json",
+          "--provider", "--transport", "--device", "--mem",      "-p", "--port",      "--test",
+          "--mode",     "--timeout",   "--alloc",  "--dispatch"};
       return std::any_of(std::begin(names), std::end(names), [&](const char* n) { return a == n; });
     };
     if (has_inline && !takes_value(arg)) return fail("option " + std::string(arg) + " takes no value");
@@ -264,6 +271,13 @@ parse_outcome parse(int argc, char** argv) {
         if (!add_tests(*v)) return fail("unknown test in '" + shown + "'");
       } else if (arg == "--mode") {
         if (!add_modes(*v)) return fail("unknown mode in '" + shown + "' (bw or lat)");
+      } else if (arg == "--alloc") {
+        if (*v != "auto" && *v != "user" && *v != "provider")
+          return fail("bad allocation mode in '" + shown + "' (auto, user or provider)");
+        o.alloc = *v;
+      } else if (arg == "--dispatch") {
+        if (*v != "static" && *v != "any") return fail("bad dispatch in '" + shown + "' (static or any)");
+        o.dispatch = *v;
       } else if (arg == "--timeout") {
         auto n = int_from<int>(*v, 1, 3600);
         if (!n) return fail("bad timeout in '" + shown + "' (1 ... 3600 seconds)");
@@ -279,6 +293,8 @@ parse_outcome parse(int argc, char** argv) {
       o.report_gbits = true;
     else if (arg == "--loopback")
       o.loopback = true;
+    else if (arg == "--list-providers")
+      o.list_providers = true;
     else if (arg.starts_with("-"))
       return fail("unknown option '" + std::string(arg) + "' (see --help)");
     else if (every_item(arg, [](std::string_view t) { return t == "all" || test_from(t).has_value(); }))

@@ -35,10 +35,18 @@ struct options {
   std::string transport;
   std::string device;
   std::string mem = "host";  // "host" or "cuda[:N]"
+  // Who allocates the registered buffers: "auto" (the provider when it can
+  // allocate registered memory itself, like ucx_perftest; else fabrix-perf),
+  // "provider", or "user" (fabrix-perf allocates, the provider registers).
+  std::string alloc = "auto";
+  // "static": a compiled-in static provider type when the chosen provider
+  // has one (no virtual calls); "any": always through fabrix::any_provider.
+  std::string dispatch = "static";
   int port = 18515;
   std::string host;  // the server to reach; empty on the server
   bool loopback = false;
-  int timeout_s = 60;  // bound on every wait for the peer
+  bool list_providers = false;  // print the compiled-in providers and exit
+  int timeout_s = 60;           // bound on every wait for the peer
 };
 
 struct parse_outcome {

@@ -19,6 +19,7 @@ struct run_info {
   std::string describe;  // the domain's own one-line description
   std::string memory;    // "host", "cuda:0"
   std::string gpu_path;  // caps().gpu: none / staged / direct
+  std::string dispatch;  // static provider type or any_provider
   std::string role;      // "client" or "loopback"
 };
 

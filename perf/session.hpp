@@ -17,6 +17,7 @@
 #include <fabrix/domain.hpp>
 
 #include <algorithm>
+#include <concepts>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -36,7 +37,8 @@ struct session {
   buffer data_mem, control_mem;
   std::optional<memory_region<P>> data, control;
   remote_buffer peer_data, peer_control;
-  std::uint64_t slots = 0;  // tx depth: operations in flight, atomics slots
+  std::uint64_t slots = 0;          // tx depth: operations in flight, atomics slots
+  bool provider_allocated = false;  // the data region's memory came from the provider
   bool server() const noexcept { return boot.rank() == 0; }
 
   std::byte* at(std::uint64_t offset) const noexcept { return data->data() + offset; }
@@ -70,13 +72,18 @@ inline memory_location parse_mem(const std::string& mem) {
 
 }  // namespace detail
 
+// Who can allocate registered memory itself (fabrix::ucx: ucp_mem_map ALLOCATE).
+// clang-format off
+template <class P>
+concept provider_allocates = requires(typename P::domain_impl& d, std::size_t len, access rights) {
+  { d.allocate_memory(len, rights) } -> std::same_as<result<typename P::region_impl>>;
+};
+// clang-format on
+
+// `dom` is the domain the caller opened (or its error, which both sides
+// learn before failing).
 template <provider P>
-session<P> open_session(const options& opts, bootstrap boot, const std::vector<step>& steps) {
-  domain_options dopts;
-  dopts.provider = opts.provider;
-  dopts.transport = opts.transport;
-  dopts.device = opts.device;
-  auto dom = domain<P>::create(dopts);
+session<P> open_session(const options& opts, bootstrap boot, const std::vector<step>& steps, result<domain<P>> dom) {
   // Both sides learn whether the other could open its domain before failing.
   const std::string mine = dom ? agreement_text(opts) + "resolved_provider=" + std::string(to_string(dom->provider()))
                                : std::string("error=") + dom.error().describe();
@@ -88,7 +95,7 @@ session<P> open_session(const options& opts, bootstrap boot, const std::vector<s
   if (std::string diff = compare_agreement(text(0), text(1)); !diff.empty())
     fail_usage(diff + " (start both sides with the same options)");
 
-  session<P> s{opts, std::move(boot), std::move(*dom), {}, {}, {}, {}, {}, {}, {}, {}, 0};
+  session<P> s{opts, std::move(boot), std::move(*dom), {}, {}, {}, {}, {}, {}, {}, {}, 0, false};
   std::uint64_t max_size = 8;
   for (const step& st : steps) max_size = std::max(max_size, st.size);
   s.slots = static_cast<std::uint64_t>(opts.tx_depth);
@@ -96,13 +103,31 @@ session<P> open_session(const options& opts, bootstrap boot, const std::vector<s
 
   std::string err;
   const memory_location where = detail::parse_mem(opts.mem);
-  s.data_mem = buffer::allocate(where, s.lay.total, err);
-  if (!s.data_mem) fail_usage(err);
+  bool allocated = false;
+  if constexpr (provider_allocates<P>) {
+    if (opts.alloc != "user" && where.kind == memory_kind::host) {
+      auto r = s.dom.native().allocate_memory(s.lay.total, access::all_remote);
+      if (r) {
+        s.data.emplace(std::move(*r));
+        allocated = true;
+      } else if (opts.alloc == "provider") {
+        fail("the provider cannot allocate " + std::to_string(s.lay.total) + " bytes: " + r.error().describe());
+      }
+    }
+  }
+  if (!allocated && opts.alloc == "provider")
+    fail_usage("--alloc provider: provider '" + std::string(to_string(s.dom.provider())) +
+               "' has no allocator here (try --dispatch static, or --alloc user)");
+  if (!allocated) {
+    s.data_mem = buffer::allocate(where, s.lay.total, err);
+    if (!s.data_mem) fail_usage(err);
+    auto d = s.dom.register_memory(s.data_mem.data(), s.data_mem.size(), where, access::all_remote);
+    if (!d) fail("register " + std::to_string(s.lay.total) + " bytes of " + opts.mem + ": " + d.error().describe());
+    s.data.emplace(std::move(*d));
+  }
+  s.provider_allocated = allocated;
   s.control_mem = buffer::allocate({}, control_bytes, err);
   if (!s.control_mem) fail(err);
-  auto d = s.dom.register_memory(s.data_mem.data(), s.data_mem.size(), where, access::all_remote);
-  if (!d) fail("register " + std::to_string(s.lay.total) + " bytes of " + opts.mem + ": " + d.error().describe());
-  s.data.emplace(std::move(*d));
   auto c = s.dom.register_memory(s.control_mem.data(), control_bytes, memory_location{}, access::remote_write);
   if (!c) fail("register the control region: " + c.error().describe());
   s.control.emplace(std::move(*c));
