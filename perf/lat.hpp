@@ -14,6 +14,7 @@
 #pragma once
 
 #include "bw.hpp"
+#include "clock.hpp"
 #include "control.hpp"
 #include "pattern.hpp"
 #include "session.hpp"
@@ -36,12 +37,14 @@ class lat_loop {
   // Client: returns the samples in microseconds (round trip / 2 for ping-pong).
   std::vector<double> client(std::uint64_t warmup, std::uint64_t iters, double duration_s) {
     using clock = std::chrono::steady_clock;
+    const tick_clock& tc = ticks();
     const std::uint64_t cap = iters ? iters : std::uint64_t{4} << 20;
     std::vector<double> samples;
     samples.reserve(cap);
     const bool pingpong = !is_atomic(st_.test) && st_.test != test_kind::read;
     const double scale = pingpong ? 0.5e6 : 1e6;
     clock::time_point deadline{};
+    std::uint64_t before = tc.now();  // one reading per iteration, like perftest
     for (std::uint64_t i = 0;; ++i) {
       if (i == warmup && duration_s > 0)
         deadline =
@@ -50,10 +53,10 @@ class lat_loop {
         const std::uint64_t timed = i - warmup;
         if (iters ? timed >= iters : (timed >= cap || clock::now() >= deadline)) break;
       }
-      const auto t0 = clock::now();
       one(i);
-      const auto t1 = clock::now();
-      if (i >= warmup) samples.push_back(std::chrono::duration<double>(t1 - t0).count() * scale);
+      const std::uint64_t after = tc.now();
+      if (i >= warmup) samples.push_back(tc.seconds(after - before) * scale);
+      before = after;
       last_ = i;
     }
     if (pingpong) send_stop();
