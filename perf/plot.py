@@ -22,7 +22,15 @@ def main():
     ap.add_argument("--title", default="fabrix-perf")
     args = ap.parse_args()
 
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        # Debian's python3-matplotlib lives with /usr/bin/python3; another
+        # python3 first on PATH (pyenv, venv) does not see it.
+        if os.path.exists("/usr/bin/python3") and os.path.realpath(sys.executable) != os.path.realpath(
+                "/usr/bin/python3"):
+            os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
+        sys.exit("plot: matplotlib is missing (apt-get install python3-matplotlib)")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
