@@ -3,6 +3,7 @@
 //   client:   fabrix-perf [TEST] [MODE] [options] HOST
 //   one node: fabrix-perf --loopback [TEST] [MODE] [options]
 // See usage() in options.cpp and perf/README.md.
+#include "clock.hpp"
 #include "failure.hpp"
 #include "options.hpp"
 #include "providers.hpp"
@@ -50,6 +51,7 @@ int run_with(const options& opts, bootstrap boot, const char* role, result<domai
                                                    : ", allocated by fabrix-perf, registered");
     info.gpu_path = std::string(to_string(s.dom.caps().gpu));
     info.dispatch = dispatch;
+    info.clock = ticks().source();
     info.role = role;
     rep.emplace(opts, info);
     rep->header();

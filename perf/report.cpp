@@ -50,6 +50,7 @@ void report::header() const {
   std::printf(" memory       : %s\n", info_.memory.c_str());
   std::printf(" GPU memory   : %s\n", info_.gpu_path.c_str());
   std::printf(" dispatch     : %s\n", info_.dispatch.c_str());
+  std::printf(" clock        : %s\n", info_.clock.c_str());
   std::printf(" queue pairs  : %d   tx depth: %d   post list: %d   %s\n", opts_.qps, opts_.tx_depth, opts_.post_list,
               opts_.bidirectional ? "bidirectional" : "unidirectional");
   std::printf(" data checks  : every size (pattern fill + compare; atomics results checked)\n");
@@ -105,6 +106,7 @@ bool report::write_json(std::string& error) const {
   j << "  \"memory\": " << json_string(info_.memory) << ",\n";
   j << "  \"gpu_path\": " << json_string(info_.gpu_path) << ",\n";
   j << "  \"dispatch\": " << json_string(info_.dispatch) << ",\n";
+  j << "  \"clock\": " << json_string(info_.clock) << ",\n";
   j << "  \"options\": {\"qps\": " << opts_.qps << ", \"tx_depth\": " << opts_.tx_depth
     << ", \"post_list\": " << opts_.post_list << ", \"bidirectional\": " << (opts_.bidirectional ? "true" : "false")
     << ", \"duration_s\": " << json_number(opts_.duration_s) << "},\n";

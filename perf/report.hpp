@@ -20,6 +20,7 @@ struct run_info {
   std::string memory;    // "host", "cuda:0"
   std::string gpu_path;  // caps().gpu: none / staged / direct
   std::string dispatch;  // static provider type or any_provider
+  std::string clock;     // "TSC" or "steady_clock"
   std::string role;      // "client" or "loopback"
 };
 
