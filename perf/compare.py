@@ -90,7 +90,7 @@ class Compare:
             except subprocess.TimeoutExpired:
                 server.kill()
                 server.wait()
-        lines = [l for l in p.stdout.splitlines() if re.match(r"^\d", l)]
+        lines = [l.strip() for l in p.stdout.splitlines() if re.match(r"^\s*\d", l)]
         head = [l for l in p.stdout.splitlines() if l.startswith("iterations,")]
         if not lines or not head:
             raise RuntimeError(f"unexpected ucx_perftest output:\n{p.stdout}")
@@ -255,7 +255,7 @@ done
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--fabrix-perf", default=os.path.join(ROOT, "build", "perf", "fabrix-perf"))
-    ap.add_argument("--out", default="compare.json", help="JSON of every ratio (default compare.json)")
+    ap.add_argument("--out", default=None, help="JSON of every ratio (default: compare.json beside fabrix-perf)")
     ap.add_argument("--sizes", default="8,64,512,4096,65536,262144,1048576,4194304",
                     help="comma-separated message sizes")
     ap.add_argument("--transports", default="", help="UCX transports to run: shm,tcp (default both)")
@@ -263,6 +263,8 @@ def main():
     ap.add_argument("--slots", default="ucx,ofi,verbs", help="which comparisons to run")
     args = ap.parse_args()
     args.sizes = [int(s) for s in args.sizes.split(",") if s]
+    if args.out is None:
+        args.out = os.path.join(os.path.dirname(os.path.abspath(args.fabrix_perf)), "compare.json")
     args.transports = [t for t in args.transports.split(",") if t]
     if not os.access(args.fabrix_perf, os.X_OK):
         sys.exit(f"compare: {args.fabrix_perf} is not built (ninja -C build perf/fabrix-perf)")

@@ -199,7 +199,10 @@ class runner {
   completion post_and_wait(const operation& o, OnTarget& on_target) {
     if (status st = s_.qps[0].post(o); st != status::ok) fail("post: " + std::string(to_string(st)));
     completion cs[16];
-    for (;;) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(s_.opts.timeout_s);
+    for (std::uint64_t spin = 0;; ++spin) {
+      if ((spin & 1023) == 0 && std::chrono::steady_clock::now() > deadline)
+        fail(std::string(to_string(o.code)) + " did not complete in " + std::to_string(s_.opts.timeout_s) + " s");
       const std::size_t n = s_.dom.poll(cs);
       std::optional<completion> mine;
       for (std::size_t i = 0; i < n; ++i) {
