@@ -25,7 +25,6 @@ struct layout {
     auto round = [](std::uint64_t n) { return (n + 4095) / 4096 * 4096; };
     layout l;
     l.target_bytes = round(std::max(max_size, slots * 8));
-    l.local = l.target;
     l.local = l.target + l.target_bytes;
     l.local_bytes = round(max_size);
     l.rx = l.local + l.local_bytes;
