@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# The main job: installs what is missing, builds, and runs the demo on the
-# embedded default (loopback on this machine, auto-picked provider, built-in
-# bootstrap). Until fabrix-perf lands, the demo is examples/hello_write and
-# examples/coro_pingpong as two-rank jobs.
+# The main job: installs what is missing, builds, and runs fabrix-perf on the
+# embedded default — loopback on this machine (a server and a client
+# process), the auto-picked provider, the built-in bootstrap — sweeping
+# every test (write, read, write_imm, send, fetch_add, compare_swap) as
+# bandwidth and latency from 2 B to 8 MiB. Every size's bytes are checked;
+# a wrong byte fails the demo. Extra arguments go to fabrix-perf.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/deps.sh
 meson setup build-demo -Dbuildtype=release -Dtests=false >/dev/null 2>&1 || meson setup build-demo --reconfigure >/dev/null
 ninja -C build-demo -j "$(nproc)"
-bash examples/run_pair.sh build-demo/examples/hello_write
-bash examples/run_pair.sh build-demo/examples/coro_pingpong
+build-demo/perf/fabrix-perf --loopback "$@"

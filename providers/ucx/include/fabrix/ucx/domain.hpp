@@ -110,7 +110,39 @@ class domain_impl {
     ucp_mem_h memh = nullptr;
     ucs_status_t s = ucp_mem_map(d_->context, &mp, &memh);
     if (s != UCS_OK) return detail::fail(s, "ucp_mem_map");
+    return make_region(memh, addr, len, where, rights);
+  }
 
+  // UCX-specific: host memory allocated *and* registered by UCX
+  // (ucp_mem_map with UCP_MEM_MAP_ALLOCATE), released with the region. UCX
+  // may place it in a shared-memory segment that peers on this node map
+  // directly, so puts and gets are plain copies instead of cma system calls
+  // or emulation — what ucx_perftest measures. Use memory_region::data().
+  result<region_impl> allocate_memory(std::size_t len, access rights) {
+    if (len == 0) return unexpected(status::invalid_argument, "allocate_memory: empty length", "ucx");
+    ucp_mem_map_params_t mp{};
+    mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS |
+                    UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
+    mp.address = nullptr;
+    mp.length = len;
+    mp.flags = UCP_MEM_MAP_ALLOCATE;
+    mp.memory_type = UCS_MEMORY_TYPE_HOST;
+    ucp_mem_h memh = nullptr;
+    ucs_status_t s = ucp_mem_map(d_->context, &mp, &memh);
+    if (s != UCS_OK) return detail::fail(s, "ucp_mem_map(ALLOCATE)");
+    ucp_mem_attr_t attr{};
+    attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH;
+    if ((s = ucp_mem_query(memh, &attr)) != UCS_OK || attr.address == nullptr || attr.length < len) {
+      ucp_mem_unmap(d_->context, memh);
+      return detail::fail(s != UCS_OK ? s : UCS_ERR_NO_MEMORY, "ucp_mem_query");
+    }
+    return make_region(memh, attr.address, len, memory_location{}, rights);
+  }
+
+  // The rest of a registration: pack the rkey and seal the remote_buffer.
+  // Takes ownership of `memh` (unmapped on failure).
+  result<region_impl> make_region(ucp_mem_h memh, void* addr, std::size_t len, memory_location where, access rights) {
+    ucs_status_t s = UCS_OK;
     void* packed = nullptr;
     std::size_t packed_size = 0;
     if ((s = ucp_rkey_pack(d_->context, memh, &packed, &packed_size)) != UCS_OK) {

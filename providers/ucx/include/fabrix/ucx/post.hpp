@@ -99,7 +99,8 @@ inline status post_one(peer_state& p, const operation& o) {
       prm.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
       prm.cb.recv = on_recv_done;
       op->c.bytes = 0;
-      track(op, ucp_tag_recv_nbx(d.worker, first.address, first.length, p.recv_tag, ~ucp_tag_t{0}, &prm));
+      track_recv(
+          op, [&] { return ucp_tag_recv_nbx(d.worker, first.address, first.length, p.recv_tag, ~ucp_tag_t{0}, &prm); });
       break;
     case opcode::flush:
       op->st = stage::user_flush;

@@ -50,6 +50,21 @@ inline void track(op_slot* op, ucs_status_ptr_t p) noexcept {
   request_done(op, UCS_PTR_STATUS(p));
 }
 
+// track() for a receive posted with UCP_OP_ATTR_FLAG_NO_IMM_CMPL: UCX runs
+// the callback inside the call itself when the message has already arrived
+// (and frees the request there), so the request is counted before the call
+// and its pointer kept only if the callback has not run yet.
+template <class Post>
+inline void track_recv(op_slot* op, Post&& post) {
+  const std::uint32_t counted = ++op->pending;
+  const ucs_status_ptr_t p = post();
+  if (!UCS_PTR_IS_PTR(p)) {
+    request_done(op, UCS_PTR_STATUS(p));
+  } else if (op->pending == counted) {
+    op->request = p;
+  }
+}
+
 inline ucp_request_param_t request_param(op_slot* op) noexcept {
   ucp_request_param_t prm{};
   prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;

@@ -1,0 +1,180 @@
+// The bandwidth loop of the initiator: keeps up to -t operations in flight,
+// posts them -l at a time (one post call per list, queue pairs round-robin
+// per list), and polls completions in batches. Each operation owns a slot
+// (its token) while in flight: atomics use the slot's remote word and result
+// word, and every atomic result is checked as it completes.
+//
+// Nothing is allocated inside the loop: the operation list, the slot stack
+// and the per-slot counters are sized before the clock starts.
+#pragma once
+
+#include "clock.hpp"
+#include "control.hpp"
+#include "session.hpp"
+#include "stats.hpp"
+#include "target.hpp"
+
+#include <chrono>
+#include <vector>
+
+namespace fabrix::perf {
+
+// Per-slot bookkeeping of the atomics: how many ops each slot has completed
+// (the expected old value follows from it) and their checksum for the target.
+struct atomic_book {
+  std::vector<std::uint64_t> done;  // per slot
+  std::uint64_t sum = 0;            // what the target's words must add up to
+  static std::uint64_t addend(std::uint64_t slot) noexcept { return slot + 1; }
+};
+
+template <provider P>
+class bw_initiator {
+ public:
+  bw_initiator(session<P>& s, const step& st, target_side<P>* also_target)
+      : s_(s), st_(st), target_(also_target), ops_(static_cast<std::size_t>(s.opts.post_list)), free_(s.slots) {
+    for (std::uint64_t i = 0; i < s.slots; ++i) free_[i] = static_cast<std::uint32_t>(s.slots - 1 - i);
+    book_.done.assign(s.slots, 0);
+    dst_ = s.remote(s.lay.target, st.size);
+    src_ = s.local(s.lay.local, st.size);
+    for (auto& o : ops_) o = make_op(0);  // per post only the slot-dependent fields change
+  }
+
+  // Runs `count` operations (or until `deadline` when count == 0) and
+  // returns the timing of the run. Warmup is a run whose result is dropped.
+  bw_result run(std::uint64_t count, std::chrono::steady_clock::time_point deadline) {
+    using clock = std::chrono::steady_clock;
+    const tick_clock& tc = ticks();
+    const std::uint64_t depth = s_.slots;
+    const auto list = static_cast<std::uint64_t>(s_.opts.post_list);
+    const std::uint64_t window = std::max<std::uint64_t>(depth, (count ? count : 100000) / 20);
+    std::uint64_t posted = 0, completed = 0, batches = 0;
+    bool stop = false;
+    const std::uint64_t t0 = tc.now();
+    std::uint64_t window_start = t0;
+    std::uint64_t window_mark = window;
+    double peak = 0;
+    completion cs[64];
+    std::uint64_t spin = 0;
+    while (!stop || completed < posted) {
+      if (!stop && count == 0 && (++spin & 63) == 0 && clock::now() >= deadline) stop = true;
+      while (!stop && posted - completed + list <= depth) {
+        const std::uint64_t n = count ? std::min(list, count - posted) : list;
+        if (n == 0) {
+          stop = true;
+          break;
+        }
+        const std::uint64_t went = post_list(n, batches++);
+        posted += went;
+        if (count && posted == count) stop = true;
+        if (went < n) break;  // back-pressure: poll first
+      }
+      const std::size_t got = s_.dom.poll(cs);
+      for (std::size_t i = 0; i < got; ++i) {
+        const completion& c = cs[i];
+        if (c.token < recv_token && c.op != opcode::remote_write_imm && c.op != opcode::recv) {
+          if (c.status != status::ok) expect_ok(c, "bandwidth loop");
+          on_done(c.token);
+          ++completed;
+        } else if (target_ != nullptr) {
+          target_->on(c);
+        } else {
+          expect_ok(c, "bandwidth loop");
+          fail("unexpected completion of " + std::string(to_string(c.op)) + " in the bandwidth loop");
+        }
+      }
+      if (completed >= window_mark) {
+        const std::uint64_t now = tc.now();
+        const double secs = tc.seconds(now - window_start);
+        if (secs > 0)
+          peak = std::max(
+              peak, static_cast<double>(completed - (window_mark - window)) * static_cast<double>(st_.size) / secs);
+        window_start = now;
+        window_mark = completed + window;
+      }
+    }
+    const double secs = tc.seconds(tc.now() - t0);
+    total_ += completed;
+    bw_result r;
+    r.bytes = st_.size;
+    r.iterations = completed;
+    r.seconds = secs;
+    r.avg_bytes_per_s = secs > 0 ? static_cast<double>(completed) * static_cast<double>(st_.size) / secs : 0;
+    r.peak_bytes_per_s = std::max(peak, r.avg_bytes_per_s);
+    r.msg_rate_mpps = secs > 0 ? static_cast<double>(completed) / secs / 1e6 : 0;
+    return r;
+  }
+
+  std::uint64_t total() const noexcept { return total_; }
+  const atomic_book& book() const noexcept { return book_; }
+
+ private:
+  // Posts n operations in one call; returns how many went out.
+  std::uint64_t post_list(std::uint64_t n, std::uint64_t batch) {
+    for (std::uint64_t i = 0; i < n; ++i) set_slot(ops_[i], pop_slot());
+    auto& qp = st_.test == test_kind::send ? s_.qps[0] : s_.qp(batch);
+    const post_result r = qp.post(std::span<const operation>(ops_.data(), n));
+    if (r.status != status::ok && r.status != status::again)
+      fail(std::string("posting ") + std::string(to_string(st_.test)) + ": " + std::string(to_string(r.status)));
+    for (std::uint64_t i = n; i > r.posted; --i) free_[free_top_++] = static_cast<std::uint32_t>(ops_[i - 1].token);
+    return r.posted;
+  }
+
+  std::uint64_t pop_slot() noexcept { return free_[--free_top_]; }
+
+  // The fields of a prebuilt operation that depend on its slot.
+  void set_slot(operation& o, std::uint64_t slot) noexcept {
+    o.token = slot;
+    switch (st_.test) {
+      case test_kind::write_imm: o.imm = static_cast<std::uint32_t>(imm_seq_++ & 0x7fffffff); break;
+      case test_kind::fetch_add:
+      case test_kind::compare_swap: o = make_op(slot); break;
+      default: break;
+    }
+  }
+
+  operation make_op(std::uint64_t slot) noexcept {
+    switch (st_.test) {
+      case test_kind::write: return op::write(src_, dst_, slot);
+      case test_kind::read: return op::read(src_, dst_, slot);
+      case test_kind::write_imm:
+        return op::write_with_imm(src_, dst_, static_cast<std::uint32_t>(imm_seq_++ & 0x7fffffff), slot);
+      case test_kind::send: return op::send(src_, slot);
+      case test_kind::fetch_add:
+        return op::fetch_add(s_.local(s_.lay.results + slot * 8, 8), s_.remote(s_.lay.target + slot * 8, 8),
+                             atomic_book::addend(slot), slot);
+      case test_kind::compare_swap:
+        return op::compare_swap(s_.local(s_.lay.results + slot * 8, 8), s_.remote(s_.lay.target + slot * 8, 8),
+                                book_.done[slot], book_.done[slot] + 1, slot);
+    }
+    return {};
+  }
+
+  void on_done(std::uint64_t slot) {
+    if (slot >= s_.slots) fail("a completion carries an unknown token " + std::to_string(slot));
+    if (is_atomic(st_.test)) {
+      std::uint64_t old = 0;
+      std::memcpy(&old, s_.at(s_.lay.results + slot * 8), 8);
+      const std::uint64_t k = book_.done[slot]++;
+      const std::uint64_t want = st_.test == test_kind::fetch_add ? k * atomic_book::addend(slot) : k;
+      if (old != want)
+        fail("DATA CHECK FAILED: " + std::string(to_string(st_.test)) + " slot " + std::to_string(slot) + " returned " +
+             std::to_string(old) + ", expected " + std::to_string(want));
+      book_.sum += st_.test == test_kind::fetch_add ? atomic_book::addend(slot) : 1;
+    }
+    free_[free_top_++] = static_cast<std::uint32_t>(slot);
+  }
+
+  session<P>& s_;
+  const step& st_;
+  target_side<P>* target_;
+  std::vector<operation> ops_;
+  std::vector<std::uint32_t> free_;
+  std::uint64_t free_top_ = free_.size();
+  atomic_book book_;
+  remote_slice dst_;
+  local_slice src_;
+  std::uint64_t imm_seq_ = 0;
+  std::uint64_t total_ = 0;
+};
+
+}  // namespace fabrix::perf

@@ -1,0 +1,49 @@
+#!/usr/bin/env python3
+"""Meson test (suite perf): bad options give a clear message and exit 2,
+--help exits 0, and two sides started with different options refuse each
+other with a message naming the difference (exit 2).
+usage: check_options.py FABRIX_PERF"""
+import socket
+import subprocess
+import sys
+
+
+def expect(cmd, code, needle, stream="stderr"):
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    text = p.stderr if stream == "stderr" else p.stdout
+    if p.returncode != code or needle not in text:
+        sys.exit(f"FAIL: {cmd} -> exit {p.returncode}, expected {code} with {needle!r}\n{p.stdout}{p.stderr}")
+
+
+def main():
+    perf = sys.argv[1]
+    expect([perf, "--help"], 0, "usage: fabrix-perf", "stdout")
+    expect([perf, "-s"], 2, "-s needs a value")
+    expect([perf, "-s", "12Q"], 2, "bad size")
+    expect([perf, "--bogus"], 2, "unknown option '--bogus'")
+    expect([perf, "-q", "0"], 2, "bad queue pair count")
+    expect([perf, "-t", "4", "-l", "8"], 2, "must not exceed -t")
+    expect([perf, "-n", "5", "-D", "1"], 2, "exclude each other")
+    expect([perf, "--provider", "nope"], 2, "unknown provider")
+    expect([perf, "--mem", "gpu"], 2, "bad memory kind")
+    expect([perf, "--mem", "cuda:0", "--loopback"], 2, "--mem cuda")
+    expect([perf, "--loopback", "somehost"], 2, "give no HOST")
+    expect([perf, "hosta", "hostb"], 2, "unexpected argument")
+    # Server and client with different sizes refuse each other.
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = str(s.getsockname()[1])
+    s.close()
+    server = subprocess.Popen([perf, "write", "bw", "-s", "64", "-n", "10", "-p", port, "--timeout", "20"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    client = subprocess.run([perf, "write", "bw", "-s", "128", "-n", "10", "-p", port, "--timeout", "20",
+                             "127.0.0.1"], capture_output=True, text=True, timeout=60)
+    sout, serr = server.communicate(timeout=60)
+    for who, code, err in (("client", client.returncode, client.stderr), ("server", server.returncode, serr)):
+        if code != 2 or "options differ" not in err or "size" not in err:
+            sys.exit(f"FAIL: {who} exited {code} without naming the difference:\n{err}")
+    print("OK")
+
+
+if __name__ == "__main__":
+    main()

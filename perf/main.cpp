@@ -1,0 +1,218 @@
+// fabrix-perf: perftest-style benchmark of fabrix over any provider.
+//   server:   fabrix-perf [TEST] [MODE] [options]
+//   client:   fabrix-perf [TEST] [MODE] [options] HOST
+//   one node: fabrix-perf --loopback [TEST] [MODE] [options]
+// See usage() in options.cpp and perf/README.md.
+#include "clock.hpp"
+#include "failure.hpp"
+#include "options.hpp"
+#include "providers.hpp"
+#include "report.hpp"
+#include "runner.hpp"
+#include "session.hpp"
+
+#include <fabrix/any_provider.hpp>
+#include <fabrix/bootstrap.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+
+namespace fabrix::perf {
+namespace {
+
+std::string_view to_string(gpu_path g) {
+  switch (g) {
+    case gpu_path::none: return "none (host memory only)";
+    case gpu_path::staged: return "staged through host bounce buffers";
+    case gpu_path::direct: return "direct";
+  }
+  return "unknown";
+}
+
+// Runs every step of the plan as one side of the job over provider type P
+// with the domain already opened (or its error); returns the exit status.
+template <provider P>
+int run_with(const options& opts, bootstrap boot, const char* role, result<domain<P>> dom, const char* dispatch) {
+  const auto steps = plan(opts);
+  auto s = open_session<P>(opts, std::move(boot), steps, std::move(dom));
+  std::optional<report> rep;
+  if (!s.server()) {
+    run_info info;
+    info.provider = std::string(fabrix::to_string(s.dom.provider()));
+    info.transport = opts.transport;
+    info.device = opts.device;
+    info.describe = s.dom.describe();
+    info.memory = opts.mem + (s.provider_allocated ? ", allocated and registered by the provider"
+                                                   : ", allocated by fabrix-perf, registered");
+    info.gpu_path = std::string(to_string(s.dom.caps().gpu));
+    info.dispatch = dispatch;
+    info.clock = ticks().source();
+    info.role = role;
+    rep.emplace(opts, info);
+    rep->header();
+  }
+  runner<P> run(s, rep ? &*rep : nullptr);
+  for (std::size_t i = 0; i < steps.size(); ++i) run.run(steps[i], i);
+  run.finish();
+  if (rep) {
+    std::string err;
+    if (!rep->write_json(err)) fail(err);
+  }
+  if (auto b = s.boot.barrier(); !b) fail("final bootstrap barrier: " + b.error().describe());
+  return 0;
+}
+
+// Opens the provider --provider names ("auto": the first registered one, best
+// first, that opens) — through its static type when one is compiled in and
+// --dispatch static, else through fabrix::any_provider.
+int run_side(const options& opts, bootstrap boot, const char* role) {
+  domain_options dopts;
+  dopts.provider = opts.provider;
+  dopts.transport = opts.transport;
+  dopts.device = opts.device;
+#if defined(FABRIX_HAVE_UCX) && FABRIX_HAVE_UCX
+  if (opts.dispatch == "static") {
+    for (auto name : registered_providers()) {
+      if (opts.provider != "auto" && name != opts.provider) continue;
+      if (name != "ucx") break;  // no static type compiled in for it
+      auto d = fabrix::ucx::domain::create(dopts);
+      if (d || opts.provider == "ucx")
+        return run_with<fabrix::ucx::provider>(opts, std::move(boot), role, std::move(d),
+                                               "static (fabrix::ucx::provider)");
+    }
+  }
+#endif
+  return run_with<any_provider>(opts, std::move(boot), role, any_domain::create(dopts),
+                                "runtime (fabrix::any_provider)");
+}
+
+std::string with_port(const std::string& host, int port) {
+  if (host.find(':') != std::string::npos && !host.starts_with("[")) return "[" + host + "]:" + std::to_string(port);
+  return host + ":" + std::to_string(port);
+}
+
+int guarded(const char* who, auto&& body) {
+  try {
+    return body();
+  } catch (const failure& f) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "fabrix-perf%s: %s\n", who, f.what());
+    return f.exit_code;
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "fabrix-perf%s: %s\n", who, e.what());
+    return 1;
+  }
+}
+
+constexpr const char* network_token = "fabrix-perf/1";
+
+int run_server(const options& opts) {
+  return guarded("", [&] {
+    std::fprintf(stderr, "fabrix-perf: waiting for the client on port %d\n", opts.port);
+    bootstrap_options bo;
+    bo.connect_timeout = std::chrono::hours(24);
+    auto boot = bootstrap::create(0, 2, "0.0.0.0:" + std::to_string(opts.port), network_token, bo);
+    if (!boot) fail("bootstrap: " + boot.error().describe());
+    return run_side(opts, std::move(*boot), "server");
+  });
+}
+
+int run_client(const options& opts) {
+  return guarded("", [&] {
+    auto boot = bootstrap::create(1, 2, with_port(opts.host, opts.port), network_token);
+    if (!boot) fail("bootstrap to " + with_port(opts.host, opts.port) + ": " + boot.error().describe());
+    return run_side(opts, std::move(*boot), "client");
+  });
+}
+
+// Forks the server; this process is the client. The server listens on a free
+// localhost port and hands it over a pipe.
+int run_loopback(const options& opts) {
+  std::random_device rd;
+  const std::string token = "fabrix-perf-loopback-" + std::to_string(rd());
+  int fds[2];
+  if (::pipe(fds) != 0) {
+    std::perror("fabrix-perf: pipe");
+    return 1;
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t child = ::fork();
+  if (child < 0) {
+    std::perror("fabrix-perf: fork");
+    return 1;
+  }
+  if (child == 0) {
+    ::close(fds[0]);
+    const int code = guarded(" (server)", [&] {
+      auto root = bootstrap::listen(2, "127.0.0.1:0", token);
+      std::uint16_t port = root ? root->port() : 0;
+      const bool sent = ::write(fds[1], &port, sizeof port) == sizeof port;
+      ::close(fds[1]);
+      if (!root) fail("bootstrap listen: " + root.error().describe());
+      if (!sent) fail("cannot hand the port to the client");
+      auto boot = root->accept();
+      if (!boot) fail("bootstrap accept: " + boot.error().describe());
+      return run_side(opts, std::move(*boot), "server");
+    });
+    std::fflush(stdout);
+    std::_Exit(code);
+  }
+  ::close(fds[1]);
+  std::uint16_t port = 0;
+  const bool got = ::read(fds[0], &port, sizeof port) == sizeof port && port != 0;
+  ::close(fds[0]);
+  int code = 1;
+  if (got) {
+    code = guarded("", [&] {
+      auto boot = bootstrap::create(1, 2, "127.0.0.1:" + std::to_string(port), token);
+      if (!boot) fail("bootstrap: " + boot.error().describe());
+      return run_side(opts, std::move(*boot), "loopback");
+    });
+  }
+  int st = 0;
+  if (::waitpid(child, &st, 0) != child) return code ? code : 1;
+  const int server_code = WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+  if (!WIFEXITED(st)) std::fprintf(stderr, "fabrix-perf: the server process died (signal %d)\n", WTERMSIG(st));
+  return code != 0 ? code : server_code;
+}
+
+}  // namespace
+}  // namespace fabrix::perf
+
+int main(int argc, char** argv) {
+  using namespace fabrix::perf;
+  parse_outcome p = parse(argc, argv);
+  if (p.help) {
+    std::fputs(usage().c_str(), stdout);
+    return 0;
+  }
+  if (!p.opts) {
+    std::fprintf(stderr, "fabrix-perf: %s\n(fabrix-perf --help lists the options)\n", p.error.c_str());
+    return 2;
+  }
+  const options& opts = *p.opts;
+  if (opts.list_providers) {
+    for (auto name : fabrix::registered_providers()) std::printf("%.*s\n", static_cast<int>(name.size()), name.data());
+    return 0;
+  }
+  if (opts.mem != "host") {
+    std::string err;
+    (void)buffer::allocate({fabrix::memory_kind::cuda_device, 0}, 4096, err);
+    std::fprintf(stderr, "fabrix-perf: %s\n", err.c_str());
+    return 2;
+  }
+  if (fabrix::registered_providers().empty()) {
+    std::fprintf(stderr, "fabrix-perf: no provider was compiled in\n");
+    return 1;
+  }
+  if (opts.loopback) return run_loopback(opts);
+  if (opts.host.empty()) return run_server(opts);
+  return run_client(opts);
+}

@@ -1,0 +1,76 @@
+// fabrix-perf's command line: what to measure, how, and where. Parsing never
+// exits; main() turns a parse error into a message and exit status 2.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fabrix::perf {
+
+enum class test_kind { write, read, write_imm, send, fetch_add, compare_swap };
+enum class mode_kind { bw, lat };
+
+std::string_view to_string(test_kind t) noexcept;
+std::string_view to_string(mode_kind m) noexcept;
+inline bool is_atomic(test_kind t) noexcept { return t == test_kind::fetch_add || t == test_kind::compare_swap; }
+
+struct options {
+  std::vector<test_kind> tests;  // empty: every test
+  std::vector<mode_kind> modes;  // empty: both modes
+  std::uint64_t size = 0;        // 0: perftest's default (65536 for bw, 2 for lat) unless sweeping
+  bool sweep = false;            // -a: 2 B ... 8 MiB by powers of two
+  std::uint64_t iters = 0;       // 0: automatic (5000 bw / 1000 lat, fewer at large sizes)
+  double duration_s = 0;         // -D: run each size for this long instead of a count
+  std::int64_t warmup = -1;      // -1: automatic
+  bool report_gbits = false;
+  int qps = 1;
+  int tx_depth = 128;
+  int post_list = 1;
+  bool bidirectional = false;
+  std::string out_json;
+  std::string provider = "auto";
+  std::string transport;
+  std::string device;
+  std::string mem = "host";  // "host" or "cuda[:N]"
+  // Who allocates the registered buffers: "auto" (the provider when it can
+  // allocate registered memory itself, like ucx_perftest; else fabrix-perf),
+  // "provider", or "user" (fabrix-perf allocates, the provider registers).
+  std::string alloc = "auto";
+  // "static": a compiled-in static provider type when the chosen provider
+  // has one (no virtual calls); "any": always through fabrix::any_provider.
+  std::string dispatch = "static";
+  int port = 18515;
+  std::string host;  // the server to reach; empty on the server
+  bool loopback = false;
+  bool list_providers = false;  // print the compiled-in providers and exit
+  int timeout_s = 60;           // bound on every wait for the peer
+};
+
+struct parse_outcome {
+  std::optional<options> opts;  // empty when `error` or `help`
+  bool help = false;
+  std::string error;
+};
+
+parse_outcome parse(int argc, char** argv);
+std::string usage();
+
+// One (test, mode, size) measurement, in the order both sides run them.
+struct step {
+  test_kind test;
+  mode_kind mode;
+  std::uint64_t size;
+  std::uint64_t iters;  // 0 with -D
+  std::uint64_t warmup;
+};
+std::vector<step> plan(const options& o);
+
+// The options both sides must agree on, as "key=value" lines.
+std::string agreement_text(const options& o);
+// Empty when the texts agree, else a message naming the first difference.
+std::string compare_agreement(std::string_view server, std::string_view client);
+
+}  // namespace fabrix::perf

@@ -1,0 +1,165 @@
+// One side of a fabrix-perf run: the bootstrap to the peer, the domain, the
+// queue pairs to the peer, the registered data and control regions, the
+// peer's remote_buffers, and the options both sides agreed on.
+//
+// Setup (all through the bootstrap, before any timed work): open the domain,
+// exchange and compare the options, register, exchange addresses and
+// connect -q queue pairs, exchange remote_buffers. Rank 0 is the server.
+#pragma once
+
+#include "buffer.hpp"
+#include "failure.hpp"
+#include "layout.hpp"
+#include "options.hpp"
+
+#include <fabrix/any_provider.hpp>
+#include <fabrix/bootstrap.hpp>
+#include <fabrix/domain.hpp>
+
+#include <algorithm>
+#include <concepts>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fabrix::perf {
+
+inline constexpr std::uint64_t control_bytes = 256;
+
+template <provider P>
+struct session {
+  const options& opts;
+  bootstrap boot;
+  domain<P> dom;
+  std::vector<queue_pair<P>> qps;
+  perf::layout lay;
+  buffer data_mem, control_mem;
+  std::optional<memory_region<P>> data, control;
+  remote_buffer peer_data, peer_control;
+  std::uint64_t slots = 0;          // tx depth: operations in flight, atomics slots
+  bool provider_allocated = false;  // the data region's memory came from the provider
+  bool server() const noexcept { return boot.rank() == 0; }
+
+  std::byte* at(std::uint64_t offset) const noexcept { return data->data() + offset; }
+  local_slice local(std::uint64_t offset, std::uint64_t len) const noexcept { return data->slice(offset, len); }
+  remote_slice remote(std::uint64_t offset, std::uint64_t len) const noexcept { return peer_data.slice(offset, len); }
+  queue_pair<P>& qp(std::uint64_t i) noexcept { return qps[i % qps.size()]; }
+};
+
+namespace detail {
+
+inline std::vector<std::byte> as_bytes(std::string_view s) {
+  std::vector<std::byte> v(s.size());
+  std::memcpy(v.data(), s.data(), s.size());
+  return v;
+}
+
+inline std::vector<std::vector<std::byte>> allgather(bootstrap& boot, std::span<const std::byte> mine,
+                                                     const char* what) {
+  auto all = boot.allgather(mine);
+  if (!all) fail(std::string("bootstrap exchange of ") + what + ": " + all.error().describe());
+  if (all->size() != 2) fail("bootstrap job is not two ranks");
+  return std::move(*all);
+}
+
+inline memory_location parse_mem(const std::string& mem) {
+  if (mem == "host") return {};
+  memory_location loc{memory_kind::cuda_device, 0};
+  if (mem.size() > 5) loc.device = std::stoi(mem.substr(5));
+  return loc;
+}
+
+}  // namespace detail
+
+// Who can allocate registered memory itself (fabrix::ucx: ucp_mem_map ALLOCATE).
+// clang-format off
+template <class P>
+concept provider_allocates = requires(typename P::domain_impl& d, std::size_t len, access rights) {
+  { d.allocate_memory(len, rights) } -> std::same_as<result<typename P::region_impl>>;
+};
+// clang-format on
+
+// `dom` is the domain the caller opened (or its error, which both sides
+// learn before failing).
+template <provider P>
+session<P> open_session(const options& opts, bootstrap boot, const std::vector<step>& steps, result<domain<P>> dom) {
+  // Both sides learn whether the other could open its domain before failing.
+  const std::string mine = dom ? agreement_text(opts) + "resolved_provider=" + std::string(to_string(dom->provider()))
+                               : std::string("error=") + dom.error().describe();
+  auto texts = detail::allgather(boot, detail::as_bytes(mine), "options");
+  auto text = [&](int r) { return std::string(reinterpret_cast<const char*>(texts[r].data()), texts[r].size()); };
+  if (!dom) fail("cannot open provider '" + opts.provider + "': " + dom.error().describe());
+  const std::string peer = text(1 - boot.rank());
+  if (peer.starts_with("error=")) fail("the peer could not open its provider: " + peer.substr(6));
+  if (std::string diff = compare_agreement(text(0), text(1)); !diff.empty())
+    fail_usage(diff + " (start both sides with the same options)");
+
+  session<P> s{opts, std::move(boot), std::move(*dom), {}, {}, {}, {}, {}, {}, {}, {}, 0, false};
+  std::uint64_t max_size = 8;
+  for (const step& st : steps) max_size = std::max(max_size, st.size);
+  s.slots = static_cast<std::uint64_t>(opts.tx_depth);
+  s.lay = layout::make(max_size, s.slots);
+
+  std::string err;
+  const memory_location where = detail::parse_mem(opts.mem);
+  bool allocated = false;
+  if constexpr (provider_allocates<P>) {
+    if (opts.alloc != "user" && where.kind == memory_kind::host) {
+      auto r = s.dom.native().allocate_memory(s.lay.total, access::all_remote);
+      if (r) {
+        s.data.emplace(std::move(*r));
+        allocated = true;
+      } else if (opts.alloc == "provider") {
+        fail("the provider cannot allocate " + std::to_string(s.lay.total) + " bytes: " + r.error().describe());
+      }
+    }
+  }
+  if (!allocated && opts.alloc == "provider")
+    fail_usage("--alloc provider: provider '" + std::string(to_string(s.dom.provider())) +
+               "' has no allocator here (try --dispatch static, or --alloc user)");
+  if (!allocated) {
+    s.data_mem = buffer::allocate(where, s.lay.total, err);
+    if (!s.data_mem) fail_usage(err);
+    auto d = s.dom.register_memory(s.data_mem.data(), s.data_mem.size(), where, access::all_remote);
+    if (!d) fail("register " + std::to_string(s.lay.total) + " bytes of " + opts.mem + ": " + d.error().describe());
+    s.data.emplace(std::move(*d));
+  }
+  s.provider_allocated = allocated;
+  s.control_mem = buffer::allocate({}, control_bytes, err);
+  if (!s.control_mem) fail(err);
+  auto c = s.dom.register_memory(s.control_mem.data(), control_bytes, memory_location{}, access::remote_write);
+  if (!c) fail("register the control region: " + c.error().describe());
+  s.control.emplace(std::move(*c));
+
+  auto addr = s.dom.address();
+  if (!addr) fail("domain address: " + addr.error().describe());
+  auto addrs = detail::allgather(s.boot, *addr, "addresses");
+  for (int i = 0; i < opts.qps; ++i) {
+    auto qp = s.dom.connect(addrs[static_cast<std::size_t>(1 - s.boot.rank())]);
+    if (!qp) fail("connect queue pair " + std::to_string(i) + " to the peer: " + qp.error().describe());
+    s.qps.push_back(std::move(*qp));
+  }
+
+  std::vector<std::byte> blobs = s.data->remote().encode();
+  const std::uint64_t first = blobs.size();
+  const auto second = s.control->remote().encode();
+  blobs.insert(blobs.end(), second.begin(), second.end());
+  blobs.insert(blobs.begin(), reinterpret_cast<const std::byte*>(&first),
+               reinterpret_cast<const std::byte*>(&first) + sizeof first);
+  auto rbs = detail::allgather(s.boot, blobs, "remote buffers");
+  const auto& theirs = rbs[static_cast<std::size_t>(1 - s.boot.rank())];
+  std::uint64_t split = 0;
+  if (theirs.size() < sizeof split) fail("truncated remote buffers from the peer");
+  std::memcpy(&split, theirs.data(), sizeof split);
+  if (split > theirs.size() - sizeof split) fail("malformed remote buffers from the peer");
+  auto rd = remote_buffer::decode(std::span(theirs).subspan(sizeof split, split));
+  auto rc = remote_buffer::decode(std::span(theirs).subspan(sizeof split + split));
+  if (!rd || !rc) fail("the peer's remote buffers do not decode");
+  s.peer_data = *rd;
+  s.peer_control = *rc;
+  if (auto b = s.boot.barrier(); !b) fail("bootstrap barrier: " + b.error().describe());
+  return s;
+}
+
+}  // namespace fabrix::perf
