@@ -16,6 +16,8 @@
 #   --rw DIR      also make host directory DIR writable inside the VM (at the
 #                 same path); may be given several times
 #   --console     print the guest's console log (kernel + init) afterwards
+#   --strict      a command that exits 77 (skipped) fails instead (status 1):
+#                 for tests that must find rxe0 in the VM
 #
 # The command runs in the caller's working directory with the caller's
 # environment (minus TMPDIR), as root, with `ulimit -l unlimited`, and with
@@ -35,9 +37,10 @@ smp=2
 cache=${FABRIX_VM_CACHE:-$here/../../build/vm-cache}
 rw_dirs=()
 show_console=0
+strict=0
 
 usage() {
-  sed -n '2,28p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,30p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 while (($#)); do
@@ -48,6 +51,7 @@ while (($#)); do
     --smp) smp=$2; shift 2 ;;
     --rw) rw_dirs+=("$(cd "$2" && pwd)"); shift 2 ;;
     --console) show_console=1; shift ;;
+    --strict) strict=1; shift ;;
     --) shift; break ;;
     *) usage ;;
   esac
@@ -206,4 +210,8 @@ fi
 status=$(cat "$run/status")
 echo "vm-run: exit $status, VM wall time $(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }') s" \
   "(boot to command $(cat "$run/boot_s" 2>/dev/null || echo '?') s)" >&2
+if ((strict)) && [ "$status" = 77 ]; then
+  echo "vm-run: the command skipped (77) inside the VM, where rxe0 exists: failing (--strict)" >&2
+  exit 1
+fi
 exit "$status"
