@@ -6,20 +6,26 @@ fail() {
   exit 1
 }
 
-# Waits until a TCP port listens on this host (the VM is slow to start a
-# server under TCG, and clients of the rdma-core/perftest tools do not retry).
+# Waits until a server listens: on TCP `port`, or, with port "rdma_cm", an
+# rdma_cm ID in LISTEN state (the VM is slow to start a server under TCG,
+# and clients of the rdma-core/perftest tools do not retry).
 wait_listen() {  # port [seconds]
-  local i
-  for ((i = 0; i < ${2:-30} * 10; i++)); do
-    ss -Hltn "sport = :$1" 2>/dev/null | grep -q . && return 0
-    sleep 0.1
+  local until=$((SECONDS + ${2:-30}))
+  while ((SECONDS < until)); do
+    if [ "$1" = rdma_cm ]; then
+      rdma resource show cm_id 2>/dev/null | grep -q LISTEN && return 0
+    else
+      ss -Hltn "sport = :$1" 2>/dev/null | grep -q . && return 0
+    fi
+    sleep 0.2
   done
-  echo "nothing listens on port $1 after ${2:-30} s"
+  echo "nothing listens on $1 after ${2:-30} s"
   return 1
 }
 
 # pair SECONDS TOOL ARGS... -- SERVER_HOST: runs `TOOL ARGS` as a server,
-# waits for it to listen on its port (18515 unless ARGS has -p PORT), then
+# waits for it to listen (TCP port 18515, or -p PORT; an rdma_cm ID with -R),
+# then
 # runs `TOOL ARGS SERVER_HOST` as the client; both under a time limit.
 # Output goes to the terminal and to /tmp/pair.server, /tmp/pair.client.
 # Succeeds when both exit 0.
@@ -28,6 +34,7 @@ pair() {
   shift 2
   while [ "$1" != -- ]; do
     [ "$1" != -p ] || port=$2
+    [ "$1" != -R ] || port=rdma_cm
     args+=("$1")
     shift
   done

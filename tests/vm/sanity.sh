@@ -18,8 +18,9 @@ step "rdma link shows $dev/1 ACTIVE on fxveth0"
 rdma link show "$dev/1" | tee /tmp/out
 grep -q 'state ACTIVE' /tmp/out && grep -q 'netdev fxveth0' /tmp/out || fail "rdma link"
 
-step "/dev/infiniband/uverbs* and unlimited memlock"
-ls -l /dev/infiniband/ && [ "$(ulimit -l)" = unlimited ] || fail "uverbs device or memlock"
+step "/dev/infiniband/uverbs* and rdma_cm, unlimited memlock"
+ls -l /dev/infiniband/ && ls /dev/infiniband/uverbs* /dev/infiniband/rdma_cm >/dev/null &&
+  [ "$(ulimit -l)" = unlimited ] || fail "uverbs or rdma_cm device, or memlock"
 
 step "ibv_rc_pingpong: RC send/recv between two processes on $dev, received data checked (--chk)"
 pair 60 ibv_rc_pingpong -d "$dev" -g "$gid" -n 200 -s 4096 --chk -- 127.0.0.1 ||
@@ -34,5 +35,8 @@ pair 60 ib_read_bw -d "$dev" -x "$gid" -s 65536 -n 100 -F -- 127.0.0.1 || fail "
 
 step "ib_atomic_bw: fetch-and-add, 200 ops"
 pair 60 ib_atomic_bw -d "$dev" -x "$gid" -n 200 -F -- 127.0.0.1 || fail "ib_atomic_bw"
+
+step "ib_send_bw -R: RC sends on QPs connected by rdma_cm (as libfabric's verbs provider connects)"
+pair 60 ib_send_bw -d "$dev" -R -s 4096 -n 100 -F -- "$FABRIX_VM_IPV4" || fail "ib_send_bw -R"
 
 echo "sanity: all checks passed"

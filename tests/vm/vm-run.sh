@@ -105,7 +105,7 @@ fetch_kernel() {
 # Modules the guest loads (in this order), each with its dependencies.
 guest_modules=(virtio_ring virtio virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci
   netfs fscache 9pnet 9pnet_virtio 9p
-  crc32_generic udp_tunnel ip6_udp_tunnel ib_core ib_uverbs rdma_rxe veth dummy)
+  crc32_generic udp_tunnel ip6_udp_tunnel ib_core ib_uverbs iw_cm ib_cm rdma_cm rdma_ucm rdma_rxe veth dummy)
 
 build_initramfs() {  # $1 = kernel version, $2 = output file
   local ver=$1 out=$2 root moddir line m
