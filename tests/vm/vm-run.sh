@@ -13,6 +13,8 @@
 #                 source tree)
 #   --mem MiB     guest memory (default 2048)
 #   --smp N       guest CPUs (default 2)
+#   --accel A     qemu accelerator (default tcg; kvm where KVM works - on the
+#                 machines this was written on /dev/kvm exists but does not)
 #   --rw DIR      also make host directory DIR writable inside the VM (at the
 #                 same path); may be given several times
 #   --console     print the guest's console log (kernel + init) afterwards
@@ -34,13 +36,14 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 timeout_s=600
 mem=2048
 smp=2
+accel=tcg
 cache=${FABRIX_VM_CACHE:-$here/../../build/vm-cache}
 rw_dirs=()
 show_console=0
 strict=0
 
 usage() {
-  sed -n '2,30p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,32p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 while (($#)); do
@@ -49,6 +52,7 @@ while (($#)); do
     --cache) cache=$2; shift 2 ;;
     --mem) mem=$2; shift 2 ;;
     --smp) smp=$2; shift 2 ;;
+    --accel) accel=$2; shift 2 ;;
     --rw) rw_dirs+=("$(cd "$2" && pwd)"); shift 2 ;;
     --console) show_console=1; shift ;;
     --strict) strict=1; shift ;;
@@ -185,9 +189,11 @@ for d in "${rw_dirs[@]}"; do
   i=$((i + 1))
 done
 
+cpu=max
+[ "$accel" = tcg ] || cpu=host
 start=$(date +%s.%N)
 # Boot + setup normally take well under a minute; the margin covers a loaded host.
-timeout --kill-after=10 $((timeout_s + 300)) "$qemu" -accel tcg -cpu max -m "$mem" -smp "$smp" \
+timeout --kill-after=10 $((timeout_s + 300)) "$qemu" -accel "$accel" -cpu "$cpu" -m "$mem" -smp "$smp" \
   -nodefaults -no-user-config -display none -no-reboot -nic none \
   -kernel "$kernel" -initrd "$initrd" \
   -append "console=ttyS0 panic=-1 quiet loglevel=4 rdinit=/init" \
