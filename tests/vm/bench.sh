@@ -25,3 +25,14 @@ lat ib_write_lat 8
 lat ib_read_lat 8
 for s in 8 512 4096 65536 1048576; do bw ib_write_bw "$s"; done
 bw ib_read_bw 65536
+
+# UCX over rc_verbs on the same device (see README.md for why ud_verbs and GID 0).
+ucx() {  # test size
+  UCX_TLS=rc_verbs,ud_verbs UCX_NET_DEVICES=$dev:1 UCX_IB_GID_INDEX=0 \
+    pair 120 ucx_perftest -t "$1" -s "$2" -n "$iters" -p 13337 -- 127.0.0.1 >/dev/null || fail "ucx_perftest $1"
+  awk -v t="$1" -v s="$2" '$1 == "Final:" {
+    if (t ~ /lat/) printf "%-12s %8s B  typical %8.2f us  avg %8.2f us (ucx_perftest, rc_verbs)\n", t, s, $3, $4
+    else printf "%-12s %8s B  avg %8.2f MB/s (ucx_perftest, rc_verbs)\n", t, s, $6 }' /tmp/pair.client
+}
+ucx ucp_put_lat 8
+ucx ucp_put_bw 65536
