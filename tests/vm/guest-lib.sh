@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Helpers for scripts that run inside the VM (sourced by bash).
 
 step() { printf '\n=== %s\n' "$*"; }

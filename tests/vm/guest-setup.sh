@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced (by bash, inside the VM's chroot of the host root) before the
 # command runs: brings up loopback and a veth pair with an IPv4 address,
 # creates the soft-RoCE device rxe0 on it and waits until its port is
