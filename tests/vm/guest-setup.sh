@@ -1,0 +1,50 @@
+# shellcheck shell=bash
+# Sourced (by bash, inside the VM's chroot of the host root) before the
+# command runs: brings up loopback and a veth pair with an IPv4 address,
+# creates the soft-RoCE device rxe0 on it and waits until its port is
+# ACTIVE. Uses the host's iproute2 (`ip`, `rdma`). Exports
+#   FABRIX_VM=1  FABRIX_VM_RDMA_DEVICE=rxe0  FABRIX_VM_IPV4=10.77.0.1
+#   FABRIX_VM_GID_INDEX=<index of rxe0's RoCE v2 GID for that address>
+# Both peers of a test must use rxe0 (loopback QPs): two rxe devices on
+# the two ends of one veth pair in one namespace do not reach each other.
+fx_setup_fail() {
+  echo "vm-setup: $*" >&2
+  ip -br link >&2 || true
+  rdma link >&2 || true
+  exit 125
+}
+export FABRIX_VM=1 FABRIX_VM_RDMA_DEVICE=rxe0 FABRIX_VM_IPV4=10.77.0.1
+export PATH=${PATH:-/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin}:/usr/sbin:/sbin
+unset TMPDIR
+
+ip link set lo up || fx_setup_fail "lo"
+ip link add fxveth0 type veth peer name fxveth1 || fx_setup_fail "veth"
+ip addr add "$FABRIX_VM_IPV4/24" dev fxveth0 || fx_setup_fail "address"
+ip link set fxveth1 up && ip link set fxveth0 up || fx_setup_fail "veth up"
+rdma link add rxe0 type rxe netdev fxveth0 || fx_setup_fail "rdma link add rxe0"
+
+fx_port=/sys/class/infiniband/rxe0/ports/1
+for _ in $(seq 100); do
+  case $(cat $fx_port/state 2>/dev/null) in *ACTIVE*) break ;; esac
+  sleep 0.1
+done
+case $(cat $fx_port/state 2>/dev/null) in *ACTIVE*) ;; *) fx_setup_fail "rxe0 port not ACTIVE" ;; esac
+ls /dev/infiniband/uverbs* >/dev/null 2>&1 || fx_setup_fail "no /dev/infiniband/uverbs*"
+
+# The GID of the IPv4 address, as ::ffff:a.b.c.d, with type RoCE v2.
+fx_gid=$(printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' ${FABRIX_VM_IPV4//./ })
+FABRIX_VM_GID_INDEX=""
+for _ in $(seq 100); do
+  for fx_f in $fx_port/gids/*; do
+    fx_i=${fx_f##*/}
+    if [ "$(cat "$fx_f" 2>/dev/null)" = "$fx_gid" ] &&
+      [ "$(cat $fx_port/gid_attrs/types/"$fx_i" 2>/dev/null)" = "RoCE v2" ]; then
+      FABRIX_VM_GID_INDEX=$fx_i
+      break 2
+    fi
+  done
+  sleep 0.1
+done
+[ -n "$FABRIX_VM_GID_INDEX" ] || fx_setup_fail "no RoCE v2 GID for $FABRIX_VM_IPV4 on rxe0"
+export FABRIX_VM_GID_INDEX
+unset fx_port fx_gid fx_f fx_i
