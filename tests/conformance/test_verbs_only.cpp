@@ -1,0 +1,52 @@
+// Checks only the verbs provider can make: what the device itself does with
+// a remote key that fabrix's seal check would have refused.
+#include "providers.hpp"
+
+#include <fabrix/verbs/testing.hpp>
+
+#include <cstring>
+
+using fabrix::access;
+using fabrix::completion;
+using fabrix::status;
+
+TEST_CASE("verbs: a write with a forged rkey completes with access_denied and leaves the target untouched") {
+  using P = fabrix::verbs::provider;
+  fxt::with_ranks<P>(2, [](fxt::rank_env<P>& env) {
+    std::vector<std::byte> target(4096), src(4096);
+    auto mt = env.reg(target);
+    auto ms = env.reg(src, access::local);
+    auto peers = env.share(mt);
+    if (env.rank == 0) {
+      fxt::fill(src.data(), src.size(), 11);
+      const std::uint32_t real = fabrix::detail::load_le<std::uint32_t>(peers[1].key.data());
+      const std::uint32_t forged = real ^ 0x00ff0000u;
+      auto& ep = env.qps[1].native();
+      FX_CHECK_STATUS(fabrix::verbs::testing::post_write_with_rkey(ep, ms.slice(0, 64), peers[1].address, forged, 1),
+                      status::ok);
+      const completion c = env.next_token(1);
+      if (c.status != status::access_denied)
+        fxt::rank_fail("access_denied", __FILE__, __LINE__, fabrix::verbs::describe(c));
+      FX_CHECK(fabrix::verbs::describe(c).find("remote access error") != std::string::npos);
+      // The queue pair is in error now: reported, and never used again.
+      FX_CHECK(ep.failed());
+      FX_CHECK(!ep.failure().empty());
+      FX_CHECK_STATUS(env.qps[1].write(ms.slice(0, 8), peers[1].slice(0, 8), 2), status::peer_unreachable);
+    }
+    FX_CHECK(env.boot.barrier().has_value());
+    if (env.rank == 1)
+      for (std::byte b : target) FX_CHECK(b == std::byte{0});
+    FX_CHECK(env.boot.barrier().has_value());
+  });
+}
+
+TEST_CASE("verbs: describe() names the device, port and GID it chose") {
+  using P = fabrix::verbs::provider;
+  auto dom = fxt::must(fabrix::verbs::domain::create(fxt::test_options()), "verbs domain");
+  const std::string d = dom.describe();
+  MESSAGE(d);
+  CHECK(d.find("port ") != std::string::npos);
+  CHECK(d.find("GID[") != std::string::npos);
+  CHECK(fabrix::registered_providers().front() == "verbs");
+  (void)sizeof(P);
+}
