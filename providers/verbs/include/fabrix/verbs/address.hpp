@@ -85,7 +85,9 @@ inline std::vector<std::byte> encode_address(const peer_address& a) {
 // Refuses anything but a complete, well-formed blob of this version
 // (invalid_argument). Never reads outside `blob`.
 inline result<peer_address> parse_address(std::span<const std::byte> blob) {
-  auto bad = [](const char* why) { return unexpected(status::invalid_argument, std::string("address blob: ") + why, "verbs"); };
+  auto bad = [](const char* why) {
+    return unexpected(status::invalid_argument, std::string("address blob: ") + why, "verbs");
+  };
   if (blob.size() != address_size) return bad("wrong size (not a verbs address, or truncated)");
   if (std::memcmp(blob.data(), "FBXV", 4) != 0) return bad("not a fabrix verbs address (bad magic)");
   fabrix::detail::le_reader r(blob.data() + 4);

@@ -34,7 +34,9 @@ struct sq_entry {
 class send_ring {
  public:
   explicit send_ring(std::uint32_t capacity)
-      : slots_(std::make_unique<sq_entry[]>(capacity)), capacity_(capacity), signal_every_(capacity / 4 ? capacity / 4 : 1) {}
+      : slots_(std::make_unique<sq_entry[]>(capacity)),
+        capacity_(capacity),
+        signal_every_(capacity / 4 ? capacity / 4 : 1) {}
 
   std::uint32_t capacity() const noexcept { return capacity_; }
   std::uint32_t in_flight() const noexcept { return static_cast<std::uint32_t>(head_ - tail_); }

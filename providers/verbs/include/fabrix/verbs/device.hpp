@@ -97,10 +97,10 @@ inline std::vector<gid_entry> gid_table(ibv_context* ctx, const std::string& dev
     e.index = static_cast<std::uint32_t>(i);
     std::memcpy(e.raw.data(), g.raw, 16);
     if (is_zero(e.raw)) continue;
-    const auto kind = parse_sysfs_gid_type(read_small_file("/sys/class/infiniband/" + dev + "/ports/" +
-                                                           std::to_string(port) + "/gid_attrs/types/" +
-                                                           std::to_string(i)),
-                                           ethernet);
+    const auto kind =
+        parse_sysfs_gid_type(read_small_file("/sys/class/infiniband/" + dev + "/ports/" + std::to_string(port) +
+                                             "/gid_attrs/types/" + std::to_string(i)),
+                             ethernet);
     e.kind = kind ? *kind : (ethernet ? gid_kind::roce_v1 : gid_kind::ib);
     out.push_back(e);
   }
@@ -195,7 +195,8 @@ inline result<opened_device> open_device(const options& o) {
   }
   ibv_free_device_list(list);
   if (best.ctx == nullptr) {
-    const std::string what = o.device.empty() ? "no RDMA device with an active port" : "device '" + o.device + "' not usable";
+    const std::string what =
+        o.device.empty() ? "no RDMA device with an active port" : "device '" + o.device + "' not usable";
     return unexpected(status::unsupported, what + (refused.empty() ? "" : " (" + refused.substr(2) + ")"), "verbs");
   }
   return best;

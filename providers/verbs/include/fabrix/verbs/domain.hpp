@@ -40,8 +40,8 @@ inline constexpr capabilities verbs_caps{
     .write_with_imm = true,
     .atomics = true,
     .send_recv = true,
-    .gpu = gpu_path::none,  // dmabuf registration is not wired to the CUDA helpers yet
-    .max_sge = 32,          // at run time: what the device allows (runtime_caps())
+    .gpu = gpu_path::none,           // dmabuf registration is not wired to the CUDA helpers yet
+    .max_sge = 32,                   // at run time: what the device allows (runtime_caps())
     .needs_target_progress = false,  // the target's NIC does RMA and atomics
 };
 
@@ -74,7 +74,8 @@ class domain_impl {
     ibv_mr* mr = ibv_reg_mr(d_->pd, addr, len, access_flags(rights));
     if (mr == nullptr) {
       const int e = errno;
-      return detail::fail(e, std::string("ibv_reg_mr") + (e == ENOMEM || e == EPERM ? " (locked-memory limit, ulimit -l?)" : ""));
+      return detail::fail(
+          e, std::string("ibv_reg_mr") + (e == ENOMEM || e == EPERM ? " (locked-memory limit, ulimit -l?)" : ""));
     }
     return make_region(mr, reinterpret_cast<std::uintptr_t>(addr), len, where, rights);
   }
@@ -190,7 +191,8 @@ class domain_impl {
     using detail::fail;
     if (ibv_query_device(d.ctx, &d.attr) != 0) return fail(errno, "ibv_query_device");
     const auto& a = d.attr;
-    d.max_sge = static_cast<std::uint32_t>(std::clamp(std::min(a.max_sge, a.max_sge_rd > 0 ? a.max_sge_rd : a.max_sge), 1, 32));
+    d.max_sge =
+        static_cast<std::uint32_t>(std::clamp(std::min(a.max_sge, a.max_sge_rd > 0 ? a.max_sge_rd : a.max_sge), 1, 32));
     d.max_rd_atomic = static_cast<std::uint32_t>(std::clamp(a.max_qp_init_rd_atom, 1, 16));
     d.max_dest_rd_atomic = static_cast<std::uint32_t>(std::clamp(a.max_qp_rd_atom, 1, 16));
     d.opts.sq_depth = std::min<std::uint32_t>(d.opts.sq_depth, static_cast<std::uint32_t>(a.max_qp_wr));
@@ -224,8 +226,7 @@ class domain_impl {
     if ((d.ud_mr = ibv_reg_mr(d.pd, d.ud_buf.get(), 2 * detail::ud_slots * detail::ud_slot_size,
                               IBV_ACCESS_LOCAL_WRITE)) == nullptr)
       return fail(errno, "ibv_reg_mr(handshake buffers)");
-    if ((d.flush_mr = ibv_reg_mr(d.pd, d.flush_word(), 8, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ)) ==
-        nullptr)
+    if ((d.flush_mr = ibv_reg_mr(d.pd, d.flush_word(), 8, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ)) == nullptr)
       return fail(errno, "ibv_reg_mr(flush word)");
     if ((d.scratch_mr = ibv_reg_mr(d.pd, d.scratch_word(), 8, IBV_ACCESS_LOCAL_WRITE)) == nullptr)
       return fail(errno, "ibv_reg_mr(flush landing)");
@@ -247,7 +248,7 @@ class domain_impl {
     ibv_qp_attr qa{};
     ibv_qp_init_attr qi{};
     d.max_inline = ibv_query_qp(probe, &qa, IBV_QP_CAP, &qi) == 0 ? std::min(qi.cap.max_inline_data, d.opts.max_inline)
-                                                                   : d.opts.max_inline;
+                                                                  : d.opts.max_inline;
     ibv_destroy_qp(probe);
 
     std::random_device rd;

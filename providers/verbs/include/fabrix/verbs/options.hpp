@@ -17,8 +17,8 @@ struct options {
   // RC local ACK timeout exponent: 4.096 us * 2^timeout per try (14 ≈ 67 ms).
   // With retry_cnt, bounds how long a dead peer goes unnoticed.  FABRIX_VERBS_TIMEOUT
   std::uint8_t timeout = 14;
-  std::uint8_t retry_cnt = 7;  // transport retries, 0..7          FABRIX_VERBS_RETRY_CNT
-  std::uint8_t rnr_retry = 7;  // receiver-not-ready retries; 7 = forever   FABRIX_VERBS_RNR_RETRY
+  std::uint8_t retry_cnt = 7;       // transport retries, 0..7          FABRIX_VERBS_RETRY_CNT
+  std::uint8_t rnr_retry = 7;       // receiver-not-ready retries; 7 = forever   FABRIX_VERBS_RNR_RETRY
   std::uint8_t min_rnr_timer = 12;  // 0.64 ms
   std::uint32_t sq_depth = 256;     // send queue entries per queue pair   FABRIX_VERBS_SQ_DEPTH
   std::uint32_t max_inline = 128;   // bytes written inline (asked; the device may give less)  FABRIX_VERBS_INLINE

@@ -172,7 +172,8 @@ inline void on_ud_completion(domain_state& d, const ibv_wc& wc) {
   }
   if (wc.status == IBV_WC_SUCCESS && wc.byte_len >= 40) {
     // The first 40 bytes are the GRH (present or not); the hello follows.
-    const std::span<const std::byte> body(d.ud_recv_slot(i) + 40, std::min<std::uint32_t>(wc.byte_len, ud_slot_size) - 40);
+    const std::span<const std::byte> body(d.ud_recv_slot(i) + 40,
+                                          std::min<std::uint32_t>(wc.byte_len, ud_slot_size) - 40);
     if (auto h = parse_hello(body))
       on_hello(d, *h);
     else

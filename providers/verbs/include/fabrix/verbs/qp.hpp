@@ -32,7 +32,8 @@ inline result<void> rc_to_init(domain_state& d, ibv_qp* qp) {
   a.qp_state = IBV_QPS_INIT;
   a.pkey_index = 0;
   a.port_num = d.dev.port;
-  a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+  a.qp_access_flags =
+      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
   if (int e = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
     return fail(e, "ibv_modify_qp(RC, INIT)");
   return {};

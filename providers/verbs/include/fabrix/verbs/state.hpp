@@ -33,8 +33,8 @@ inline constexpr std::uint64_t make_wr_id(wr_kind k, std::uint64_t n) noexcept {
 inline constexpr wr_kind kind_of(std::uint64_t wr_id) noexcept { return static_cast<wr_kind>(wr_id >> 56); }
 inline constexpr std::uint64_t index_of(std::uint64_t wr_id) noexcept { return wr_id & ((std::uint64_t{1} << 56) - 1); }
 
-inline constexpr std::uint32_t ud_slots = 16;       // handshake datagrams in flight, each way
-inline constexpr std::uint32_t ud_slot_size = 128;  // 40-byte GRH + a hello, rounded
+inline constexpr std::uint32_t ud_slots = 16;         // handshake datagrams in flight, each way
+inline constexpr std::uint32_t ud_slot_size = 128;    // 40-byte GRH + a hello, rounded
 inline constexpr std::uint32_t ud_qkey = 0x46425856;  // "FBXV"
 
 struct free_deleter {
@@ -113,7 +113,7 @@ struct domain_state {
   raw_buffer ud_buf;  // ud_slots receive + ud_slots send slots
   ibv_mr* ud_mr = nullptr;
   std::uint32_t ud_send_free = 0;  // bitmask of free send slots
-  raw_buffer words;  // [0]: flush word peers read; [8]: where our flush reads land
+  raw_buffer words;                // [0]: flush word peers read; [8]: where our flush reads land
   ibv_mr* flush_mr = nullptr;
   ibv_mr* scratch_mr = nullptr;
 
@@ -126,10 +126,11 @@ struct domain_state {
   std::unordered_map<std::uint32_t, peer_state*> by_qpn;
   std::vector<peer_state*> peers;
   std::unordered_map<std::uint64_t, std::uint32_t> connects_to;  // peer nonce -> connect() calls so far
-  std::deque<hello> pending;  // hellos not yet claimed by a connect()
+  std::deque<hello> pending;                                     // hellos not yet claimed by a connect()
   std::uint64_t dropped_datagrams = 0;
 
-  domain_state(const options& o, std::size_t max_outstanding) : opts(o), ring(max_outstanding), credits(max_outstanding) {}
+  domain_state(const options& o, std::size_t max_outstanding)
+      : opts(o), ring(max_outstanding), credits(max_outstanding) {}
   domain_state(const domain_state&) = delete;
   domain_state& operator=(const domain_state&) = delete;
   ~domain_state() {

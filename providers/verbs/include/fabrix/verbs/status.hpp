@@ -29,7 +29,9 @@ inline status to_status(ibv_wc_status s) noexcept {
 }
 
 // The text of a completion's native_code (an ibv_wc_status) from this provider.
-inline const char* wc_text(int native_code) noexcept { return ibv_wc_status_str(static_cast<ibv_wc_status>(native_code)); }
+inline const char* wc_text(int native_code) noexcept {
+  return ibv_wc_status_str(static_cast<ibv_wc_status>(native_code));
+}
 
 inline status errno_status(int e) noexcept {
   switch (e) {
