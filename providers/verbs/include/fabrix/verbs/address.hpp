@@ -1,6 +1,6 @@
 // The bytes verbs domains exchange. Device-free; both decoders are fuzzed.
 //
-// Address blob — what domain::address() gives and connect() takes (v1, 84 bytes,
+// Address blob — what domain::address() gives and connect() takes (v1, 76 bytes,
 // integers little-endian):
 //   "FBXV" u16 version  u8 link_layer  u8 mtu  u64 nonce  u8[16] secret
 //   u8[16] gid  u16 lid  u16 0  u32 ud_qpn  u32 qkey  u64 flush_addr
@@ -35,7 +35,7 @@
 namespace fabrix::verbs::detail {
 
 inline constexpr std::uint16_t address_version = 1;
-inline constexpr std::size_t address_size = 84;
+inline constexpr std::size_t address_size = 76;
 inline constexpr std::uint16_t hello_version = 1;
 inline constexpr std::size_t hello_size = 40;
 inline constexpr std::uint32_t max_qpn = 0xffffff;  // QPNs and PSNs are 24-bit
