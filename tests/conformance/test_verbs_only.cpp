@@ -4,6 +4,9 @@
 
 #include <fabrix/verbs/testing.hpp>
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <cstring>
 
 using fabrix::access;
@@ -49,4 +52,31 @@ TEST_CASE("verbs: describe() names the device, port and GID it chose") {
   CHECK(d.find("GID[") != std::string::npos);
   CHECK(fabrix::registered_providers().front() == "verbs");
   (void)sizeof(P);
+}
+
+TEST_CASE("verbs: a dead peer shows as peer_unreachable within the configured RC timeout") {
+  using P = fabrix::verbs::provider;
+  // The suite runs with FABRIX_VERBS_TIMEOUT=14 (67 ms a try) and
+  // FABRIX_VERBS_RETRY_CNT=3: the error is due after about 4 tries, 0.27 s.
+  fxt::with_ranks<P>(
+      2,
+      [](fxt::rank_env<P>& env) {
+        std::vector<std::byte> buf(4096);
+        auto mr = env.reg(buf);
+        auto peers = env.share(mr);
+        FX_CHECK(env.boot.barrier().has_value());
+        if (env.rank == 1) ::kill(::getpid(), SIGKILL);
+        ::usleep(300 * 1000);  // the kernel has torn down rank 1's queue pairs by now
+        const auto t0 = std::chrono::steady_clock::now();
+        FX_CHECK_STATUS(env.qps[1].write(mr.slice(0, 64), peers[1].slice(0, 64), 1), status::ok);
+        const completion c = env.next_token(1);
+        const auto took = std::chrono::steady_clock::now() - t0;
+        FX_CHECK(c.status == status::peer_unreachable);
+        FX_CHECK(fabrix::verbs::describe(c).find("retry") != std::string::npos);
+        std::fprintf(stderr, "dead peer noticed after %.0f ms\n",
+                     std::chrono::duration<double, std::milli>(took).count());
+        FX_CHECK(took < std::chrono::seconds(3));
+        FX_CHECK_STATUS(env.qps[1].write(mr.slice(0, 8), peers[1].slice(0, 8), 2), status::peer_unreachable);
+      },
+      std::chrono::seconds(60), [](int rank) { return rank == 1 ? fxt::ending::killed : fxt::ending::exit_ok; });
 }
