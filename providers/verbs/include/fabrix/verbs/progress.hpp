@@ -88,7 +88,11 @@ inline void on_hello(domain_state& d, const hello& h) {
   }
   for (auto& q : d.pending) {
     if (q.from == h.from && q.seq == h.seq) {
+      // Keep "has yours" once seen: a repeated older hello arriving late must
+      // not hide it (the peer stops sending once it is connected).
+      const bool has_yours = q.has_yours || h.has_yours;
       q = h;
+      q.has_yours = has_yours;
       return;
     }
   }
