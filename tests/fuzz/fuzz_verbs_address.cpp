@@ -33,7 +33,7 @@ std::vector<fuzz_input> fabrix_fuzz_seeds() {
   a.ud_qpn = 17;
   const auto blob = vd::encode_address(a);
   std::byte h[vd::hello_size];
-  vd::encode_hello(vd::hello{true, 1, 2, 3, 4, 5}, h);
+  vd::encode_hello(vd::hello{true, false, 1, 2, 3, 4, 5}, h);
   const auto* hp = reinterpret_cast<const std::uint8_t*>(h);
   return {fuzz_input(reinterpret_cast<const std::uint8_t*>(blob.data()),
                      reinterpret_cast<const std::uint8_t*>(blob.data()) + blob.size()),

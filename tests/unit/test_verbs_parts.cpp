@@ -86,12 +86,13 @@ TEST_CASE("verbs address: round trip, every truncation, trailing bytes, bad fiel
 }
 
 TEST_CASE("verbs hello: round trip and refusals") {
-  vd::hello h{true, 1, 2, 3, 0xabcdef, 0x123};
+  vd::hello h{true, true, 1, 2, 3, 0xabcdef, 0x123};
   std::vector<std::byte> buf(vd::hello_size);
   vd::encode_hello(h, buf.data());
   auto back = vd::parse_hello(buf);
   REQUIRE(back.has_value());
   CHECK(back->has_yours);
+  CHECK(back->is_reply);
   CHECK(back->from == 1);
   CHECK(back->to == 2);
   CHECK(back->seq == 3);
@@ -99,7 +100,7 @@ TEST_CASE("verbs hello: round trip and refusals") {
   CHECK(back->psn == 0x123);
   for (std::size_t n = 0; n < buf.size(); ++n) CHECK(!vd::parse_hello(std::span(buf).first(n)));
   auto bad = buf;
-  bad[6] = std::byte{2};  // unknown flag
+  bad[6] = std::byte{4};  // unknown flag
   CHECK(!vd::parse_hello(bad));
   h.rc_qpn = 0;
   vd::encode_hello(h, buf.data());

@@ -16,7 +16,8 @@
 //   u32 rc_qpn  u32 psn  u32 0
 // `from`/`to` are domain nonces; `seq` counts connect() calls between the
 // same two domains, so the k-th connect on one side pairs with the k-th on
-// the other. flags bit 0: the sender has the receiver's hello already.
+// the other. flags bit 0: the sender has the receiver's hello already;
+// bit 1: this hello answers one (answers are never answered).
 #pragma once
 
 #include <fabrix/detail/little_endian.hpp>
@@ -55,6 +56,7 @@ struct peer_address {
 
 struct hello {
   bool has_yours = false;
+  bool is_reply = false;
   std::uint64_t from = 0;
   std::uint64_t to = 0;
   std::uint32_t seq = 0;
@@ -118,7 +120,7 @@ inline void encode_hello(const hello& h, std::byte* out) noexcept {
   fabrix::detail::le_writer w(out);
   w.put_bytes(reinterpret_cast<const std::byte*>("FBXH"), 4);
   w.put<std::uint16_t>(hello_version);
-  w.put<std::uint8_t>(h.has_yours ? 1 : 0);
+  w.put<std::uint8_t>(static_cast<std::uint8_t>((h.has_yours ? 1 : 0) | (h.is_reply ? 2 : 0)));
   w.put<std::uint8_t>(0);
   w.put<std::uint64_t>(h.from);
   w.put<std::uint64_t>(h.to);
@@ -137,13 +139,14 @@ inline std::optional<hello> parse_hello(std::span<const std::byte> in) noexcept 
   const auto pad = r.get<std::uint8_t>();
   hello h;
   h.has_yours = flags & 1;
+  h.is_reply = flags & 2;
   h.from = r.get<std::uint64_t>();
   h.to = r.get<std::uint64_t>();
   h.seq = r.get<std::uint32_t>();
   h.rc_qpn = r.get<std::uint32_t>();
   h.psn = r.get<std::uint32_t>();
   const auto pad2 = r.get<std::uint32_t>();
-  if ((flags & ~1u) != 0 || pad != 0 || pad2 != 0) return std::nullopt;
+  if ((flags & ~3u) != 0 || pad != 0 || pad2 != 0) return std::nullopt;
   if (h.rc_qpn == 0 || h.rc_qpn > max_qpn || h.psn > max_qpn) return std::nullopt;
   return h;
 }

@@ -4,8 +4,9 @@
 // trade their RC queue pair numbers and PSNs in "hello" datagrams
 // (address.hpp) and move their RC queue pair to RTR as soon as they have the
 // other's, to RTS once the other confirms it has theirs. Hellos are
-// repeated every 100 ms until confirmed, and a domain answers late or
-// repeated hellos from poll(), so a lost datagram only costs time.
+// repeated every 100 ms until confirmed, and a connected domain answers
+// the hellos of a peer still connecting from poll() (answers are marked and
+// never answered), so a lost datagram only costs time.
 //
 // So connect() is symmetric: it returns when the peer has called connect()
 // with our address as well (connect_all does exactly that), or fails with

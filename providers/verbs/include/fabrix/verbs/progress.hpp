@@ -48,11 +48,11 @@ inline void repost_ud(domain_state& d, std::uint64_t i) noexcept {
 
 // Sends our hello for `p` to its peer's UD queue pair. False when no send
 // slot is free (the caller retries later; hellos are repeated anyway).
-inline bool send_hello(domain_state& d, peer_state& p, bool has_yours) noexcept {
+inline bool send_hello(domain_state& d, peer_state& p, bool has_yours, bool is_reply = false) noexcept {
   if (d.ud_send_free == 0 || p.ah == nullptr) return false;
   const unsigned slot = static_cast<unsigned>(__builtin_ctz(d.ud_send_free));
   d.ud_send_free &= ~(1u << slot);
-  hello h{has_yours, d.nonce, p.remote.nonce, p.seq, p.qp->qp_num, p.my_psn};
+  hello h{has_yours, is_reply, d.nonce, p.remote.nonce, p.seq, p.qp->qp_num, p.my_psn};
   encode_hello(h, d.ud_send_slot(slot));
   ibv_sge sge{reinterpret_cast<std::uintptr_t>(d.ud_send_slot(slot)), static_cast<std::uint32_t>(hello_size),
               d.ud_mr->lkey};
@@ -80,8 +80,8 @@ inline void on_hello(domain_state& d, const hello& h) {
   }
   for (peer_state* p : d.peers) {
     if (p->remote.nonce != h.from || p->seq != h.seq) continue;
-    if (p->connected) {  // the peer missed our answer: answer again
-      if (!h.has_yours) send_hello(d, *p, true);
+    if (p->connected) {  // the peer is still connecting: it missed our last hello
+      if (!h.is_reply) send_hello(d, *p, true, true);
       return;
     }
     break;  // its connect() is running; it claims the hello from `pending`
