@@ -80,3 +80,41 @@ TEST_CASE("verbs: a dead peer shows as peer_unreachable within the configured RC
       },
       std::chrono::seconds(60), [](int rank) { return rank == 1 ? fxt::ending::killed : fxt::ending::exit_ok; });
 }
+
+TEST_CASE("verbs: two queue pairs between the same two domains pair up in order and keep messages apart") {
+  using P = fabrix::verbs::provider;
+  fxt::with_ranks<P>(2, [](fxt::rank_env<P>& env) {
+    const int peer = 1 - env.rank;
+    auto addrs = fxt::must(env.boot.allgather(fxt::must(env.dom.address(), "address")), "allgather");
+    // The k-th connect() on one side pairs with the k-th on the other.
+    auto qa = fxt::must(env.dom.connect(addrs[peer]), "connect a");
+    auto qb = fxt::must(env.dom.connect(addrs[peer]), "connect b");
+    std::vector<std::byte> target(8192), src(8192), in(256);
+    auto mt = env.reg(target);
+    auto ms = env.reg(src, access::local);
+    auto mi = env.reg(in, access::local);
+    auto peers = env.share(mt);
+    fxt::fill(src.data(), src.size(), 21);  // on both ranks: rank 1 compares with it
+    std::memcpy(src.data(), "on-a", 4);
+    std::memcpy(src.data() + 4, "on-b", 4);
+    if (env.rank == 0) {
+      // Sent before the peer posts its recv()s: kept until they come.
+      env.complete_ok(qa.send(ms.slice(0, 4), 1), 1);
+      env.complete_ok(qb.send(ms.slice(4, 4), 2), 2);
+      env.complete_ok(qb.write_with_imm(ms.slice(4096, 4096), peers[1].slice(4096, 4096), 8, 3), 3);
+      env.complete_ok(qa.write_with_imm(ms.slice(0, 4096), peers[1].slice(0, 4096), 7, 4), 4);
+      FX_CHECK(env.boot.barrier().has_value());
+    } else {
+      std::uint32_t seen = 0;
+      for (int k = 0; k < 2; ++k) seen |= 1u << env.next_notify().imm;
+      FX_CHECK(seen == ((1u << 7) | (1u << 8)));
+      FX_CHECK(std::memcmp(target.data(), src.data(), target.size()) == 0);
+      FX_CHECK_STATUS(qb.recv(mi.slice(0, 64), 10), status::ok);
+      FX_CHECK_STATUS(qa.recv(mi.slice(64, 64), 11), status::ok);
+      const completion b = env.next_token(10), a = env.next_token(11);
+      FX_CHECK(b.status == status::ok && b.bytes == 4 && std::memcmp(in.data(), "on-b", 4) == 0);
+      FX_CHECK(a.status == status::ok && a.bytes == 4 && std::memcmp(in.data() + 64, "on-a", 4) == 0);
+      FX_CHECK(env.boot.barrier().has_value());
+    }
+  });
+}
