@@ -221,14 +221,15 @@ class domain_impl {
     d.words = detail::page_aligned(4096);
     if (!d.bounce || !d.ud_buf || !d.words) return unexpected(status::no_memory, "bounce buffers", "verbs");
     std::memset(d.words.get(), 0, 4096);
-    if ((d.bounce_mr = ibv_reg_mr(d.pd, d.bounce.get(), bounce_bytes, IBV_ACCESS_LOCAL_WRITE)) == nullptr)
+    // Flags as int: ibv_reg_mr is a macro that mixes them with another enum.
+    const int local = IBV_ACCESS_LOCAL_WRITE, remote_read = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ;
+    if ((d.bounce_mr = ibv_reg_mr(d.pd, d.bounce.get(), bounce_bytes, local)) == nullptr)
       return fail(errno, "ibv_reg_mr(receive buffers)");
-    if ((d.ud_mr = ibv_reg_mr(d.pd, d.ud_buf.get(), 2 * detail::ud_slots * detail::ud_slot_size,
-                              IBV_ACCESS_LOCAL_WRITE)) == nullptr)
+    if ((d.ud_mr = ibv_reg_mr(d.pd, d.ud_buf.get(), 2 * detail::ud_slots * detail::ud_slot_size, local)) == nullptr)
       return fail(errno, "ibv_reg_mr(handshake buffers)");
-    if ((d.flush_mr = ibv_reg_mr(d.pd, d.flush_word(), 8, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ)) == nullptr)
+    if ((d.flush_mr = ibv_reg_mr(d.pd, d.flush_word(), 8, remote_read)) == nullptr)
       return fail(errno, "ibv_reg_mr(flush word)");
-    if ((d.scratch_mr = ibv_reg_mr(d.pd, d.scratch_word(), 8, IBV_ACCESS_LOCAL_WRITE)) == nullptr)
+    if ((d.scratch_mr = ibv_reg_mr(d.pd, d.scratch_word(), 8, local)) == nullptr)
       return fail(errno, "ibv_reg_mr(flush landing)");
     for (std::uint32_t i = 0; i < d.opts.srq_depth; ++i) detail::repost_srq(d, i);
 
