@@ -4,8 +4,9 @@
 set -euo pipefail
 fabrix_packages=(meson ninja-build g++ pkg-config cmake python3 doctest-dev libucx-dev ucx-utils
                  clang libclang-rt-14-dev clang-format
-                 python3-matplotlib                                                    # perf/plot.py
-                 qemu-system-x86 busybox-static rdma-core ibverbs-utils perftest iproute2)  # tests/vm
+                 libibverbs-dev librdmacm-dev rdma-core ibverbs-utils              # providers/verbs
+                 python3-matplotlib                                                # perf/plot.py
+                 qemu-system-x86 busybox-static perftest iproute2)                 # tests/vm
 missing=()
 for p in "${fabrix_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

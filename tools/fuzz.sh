@@ -9,10 +9,10 @@ out=build-fuzz
 mkdir -p "$out"
 cxx=${CLANGXX:-clang++}
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-       -Iinclude -Iproviders/ucx/include -Icuda/include)
+       -Iinclude -Iproviders/ucx/include -Iproviders/verbs/include -Icuda/include)
 declare -A extra=([remote_buffer]="" [bootstrap_wire]="src/bootstrap/wire.cpp" [ucx_address]="-lucp -luct -lucs"
-                  [cuda_ipc_wire]="")
-for target in remote_buffer bootstrap_wire ucx_address cuda_ipc_wire; do
+                  [verbs_address]="-libverbs" [cuda_ipc_wire]="")
+for target in remote_buffer bootstrap_wire ucx_address verbs_address cuda_ipc_wire; do
   # shellcheck disable=SC2086
   "$cxx" "${flags[@]}" "tests/fuzz/fuzz_$target.cpp" ${extra[$target]} -o "$out/fuzz_$target"
   mkdir -p "$out/corpus_$target"

@@ -42,7 +42,8 @@ TEST_CASE_TEMPLATE("conformance: out-of-range, read-only and foreign remote buff
       FX_CHECK_STATUS(qp.write(ms.slice(0, 8), prw[1].slice(0, 16), 1), status::invalid_argument);
       // A remote_buffer of another provider.
       fabrix::remote_buffer foreign = prw[1];
-      foreign.provider = fabrix::provider_id::verbs;
+      foreign.provider =
+          env.dom.provider() == fabrix::provider_id::verbs ? fabrix::provider_id::ucx : fabrix::provider_id::verbs;
       FX_CHECK_STATUS(qp.write(ms.slice(0, 8), foreign.slice(0, 8), 1), status::invalid_argument);
       // A local slice registered with another domain.
       auto other = fxt::open_provider<P>::domain();

@@ -1,0 +1,83 @@
+// An RC queue pair to one peer (the provider side of fabrix::queue_pair).
+//
+// Failure: the first error completion on the queue pair (the device puts it
+// in the error state) marks it failed; later posts return
+// status::peer_unreachable at once and failure() says what happened. It is
+// never reset and reused. Destroying the endpoint moves the queue pair to
+// error, collects the flushed completions (status canceled, delivered by
+// poll) for up to 2 s, and cancels recv()s still waiting.
+#pragma once
+
+#include <fabrix/operation.hpp>
+#include <fabrix/verbs/handshake.hpp>
+#include <fabrix/verbs/post.hpp>
+#include <fabrix/verbs/progress.hpp>
+#include <fabrix/verbs/state.hpp>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+
+namespace fabrix::verbs {
+
+class endpoint_impl {
+ public:
+  explicit endpoint_impl(std::unique_ptr<detail::peer_state> p) : p_(std::move(p)) {}
+  endpoint_impl(endpoint_impl&&) noexcept = default;
+  endpoint_impl& operator=(endpoint_impl&& o) noexcept {
+    if (this != &o) {
+      teardown();
+      p_ = std::move(o.p_);
+    }
+    return *this;
+  }
+  ~endpoint_impl() { teardown(); }
+
+  status post(std::span<const operation> ops, std::size_t& posted) { return detail::post_ops(*p_, ops, posted); }
+
+  bool failed() const noexcept { return p_ && p_->failed; }
+  // Why the queue pair failed (empty while it works).
+  std::string failure() const { return p_ ? p_->failure_text : std::string("moved-from endpoint"); }
+  std::uint32_t qp_num() const noexcept { return p_->qp->qp_num; }
+  std::uint32_t max_inline() const noexcept { return p_->max_inline; }
+  detail::peer_state& state() noexcept { return *p_; }
+
+ private:
+  void teardown() noexcept {
+    if (!p_) return;
+    detail::peer_state& p = *p_;
+    detail::domain_state& d = *p.dom;
+    if (p.qp) {
+      detail::to_error(p.qp);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+      while (!p.ring.empty() && std::chrono::steady_clock::now() < deadline)
+        if (detail::drive(d, ~std::size_t{0}) == 0) ::usleep(100);
+      if (!p.ring.empty()) {
+        std::fprintf(stderr, "fabrix verbs: %u work requests did not flush in 2 s; abandoning them\n",
+                     p.ring.in_flight());
+        d.credits.give(p.ring.in_flight());
+      }
+    }
+    while (p.recv_tail != p.recv_head) {
+      const detail::recv_wanted w = p.recvs[p.recv_tail++ % p.recv_capacity];
+      completion c{};
+      c.token = w.token;
+      c.flags = w.flags;
+      c.op = opcode::recv;
+      c.status = status::canceled;
+      d.ring.push(c);
+    }
+    detail::forget_peer(d, p);
+    detail::destroy_peer_resources(p);
+    p_.reset();
+  }
+
+  std::unique_ptr<detail::peer_state> p_;
+};
+
+}  // namespace fabrix::verbs

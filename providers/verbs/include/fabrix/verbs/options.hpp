@@ -1,0 +1,75 @@
+// The verbs provider's tunables: queue depths, RC timeouts and retries, GID
+// and device overrides. Defaults suit a real RoCE/IB fabric; every field can
+// be set from the environment (FABRIX_VERBS_*), which overrides the struct
+// passed in code. Read once, when a domain is created.
+#pragma once
+
+#include <fabrix/result.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+namespace fabrix::verbs {
+
+struct options {
+  // RC local ACK timeout exponent: 4.096 us * 2^timeout per try (14 ≈ 67 ms).
+  // With retry_cnt, bounds how long a dead peer goes unnoticed.  FABRIX_VERBS_TIMEOUT
+  std::uint8_t timeout = 14;
+  std::uint8_t retry_cnt = 7;       // transport retries, 0..7          FABRIX_VERBS_RETRY_CNT
+  std::uint8_t rnr_retry = 7;       // receiver-not-ready retries; 7 = forever   FABRIX_VERBS_RNR_RETRY
+  std::uint8_t min_rnr_timer = 12;  // 0.64 ms
+  std::uint32_t sq_depth = 256;     // send queue entries per queue pair   FABRIX_VERBS_SQ_DEPTH
+  std::uint32_t max_inline = 128;   // bytes written inline (asked; the device may give less)  FABRIX_VERBS_INLINE
+  std::uint32_t srq_depth = 128;    // receives on the shared receive queue  FABRIX_VERBS_SRQ_DEPTH
+  std::uint32_t msg_size = 65536;   // largest send (bounce buffer per receive)  FABRIX_VERBS_MSG_SIZE
+  std::uint32_t recv_depth = 1024;  // user recv()s outstanding per queue pair
+  int gid_index = -1;               // -1: choose automatically         FABRIX_VERBS_GID_INDEX
+  // Device: "" (auto), "rxe0", "mlx5_0:1" (port 1), or "pci:0000:3b:00.0"
+  // (the device closest to that PCI function, e.g. a GPU).  FABRIX_VERBS_DEVICE;
+  // domain_options::device wins over both when set.
+  std::string device;
+  std::chrono::milliseconds connect_timeout{30000};  // FABRIX_VERBS_CONNECT_TIMEOUT_MS
+};
+
+namespace detail {
+
+// Reads an integer variable into `out` if set; false (with `why`) when the
+// value is not a number in [lo, hi].
+template <class T>
+bool env_number(const char* name, T& out, long lo, long hi, std::string& why) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return true;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  if (*end != '\0' || n < lo || n > hi) {
+    why = std::string(name) + "=" + v + " is not a number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+    return false;
+  }
+  out = static_cast<T>(n);
+  return true;
+}
+
+}  // namespace detail
+
+// `base` with the environment applied, or invalid_argument naming the variable.
+inline result<options> options_from_env(options base = {}) {
+  std::string why;
+  long connect_ms = static_cast<long>(base.connect_timeout.count());
+  if (!detail::env_number("FABRIX_VERBS_TIMEOUT", base.timeout, 0, 31, why) ||
+      !detail::env_number("FABRIX_VERBS_RETRY_CNT", base.retry_cnt, 0, 7, why) ||
+      !detail::env_number("FABRIX_VERBS_RNR_RETRY", base.rnr_retry, 0, 7, why) ||
+      !detail::env_number("FABRIX_VERBS_SQ_DEPTH", base.sq_depth, 2, 1 << 16, why) ||
+      !detail::env_number("FABRIX_VERBS_INLINE", base.max_inline, 0, 4096, why) ||
+      !detail::env_number("FABRIX_VERBS_SRQ_DEPTH", base.srq_depth, 2, 1 << 16, why) ||
+      !detail::env_number("FABRIX_VERBS_MSG_SIZE", base.msg_size, 64, 1 << 24, why) ||
+      !detail::env_number("FABRIX_VERBS_GID_INDEX", base.gid_index, -1, 1 << 16, why) ||
+      !detail::env_number("FABRIX_VERBS_CONNECT_TIMEOUT_MS", connect_ms, 1, 3600L * 1000, why))
+    return unexpected(status::invalid_argument, why, "verbs");
+  base.connect_timeout = std::chrono::milliseconds(connect_ms);
+  if (const char* d = std::getenv("FABRIX_VERBS_DEVICE"); d && *d) base.device = d;
+  return base;
+}
+
+}  // namespace fabrix::verbs

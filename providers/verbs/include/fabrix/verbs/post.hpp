@@ -1,0 +1,216 @@
+// Posting validated operations on an RC queue pair.
+//
+// Mapping: write -> IBV_WR_RDMA_WRITE (inline when it fits max_inline);
+// write_with_imm -> IBV_WR_RDMA_WRITE_WITH_IMM (imm in network order on the
+// wire, host order in completions); read -> IBV_WR_RDMA_READ; fetch_add /
+// compare_swap -> IBV_WR_ATOMIC_FETCH_AND_ADD / _CMP_AND_SWP; send ->
+// IBV_WR_SEND into the peer's shared receive queue; recv -> a software queue
+// matched by progress.hpp; flush -> an 8-byte IBV_WR_RDMA_READ of the peer's
+// flush word. Local slices become the work request's scatter-gather list.
+//
+// A post call builds one chain of work requests in the queue pair's
+// preallocated arrays (no allocation) and hands it to one ibv_post_send.
+// Only the chain's last request (and every sq_depth/4-th) is signaled; the
+// others complete with it (credits.hpp). When the send ring or the domain's
+// CQ credits run out, the operations not yet taken get status::again.
+#pragma once
+
+#include <fabrix/detail/validate.hpp>
+#include <fabrix/operation.hpp>
+#include <fabrix/verbs/progress.hpp>
+#include <fabrix/verbs/qp.hpp>
+#include <fabrix/verbs/state.hpp>
+
+#include <endian.h>
+#include <infiniband/verbs.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace fabrix::verbs::detail {
+
+inline bool same_region(const remote_buffer& a, const remote_buffer& b) noexcept {
+  return a.owner == b.owner && a.epoch == b.epoch && a.seal == b.seal && a.address == b.address &&
+         a.length == b.length && a.rights == b.rights && a.key_size == b.key_size &&
+         std::memcmp(a.key.data(), b.key.data(), a.key_size) == 0;
+}
+
+// The rkey for `rb` on this queue pair: only for a region its peer made and
+// sealed, checked once per region (then cached). False when refused.
+inline bool rkey_for(peer_state& p, const remote_buffer& rb, std::uint32_t& rkey) {
+  if (p.last_hit < p.verified.size() && same_region(p.verified[p.last_hit], rb)) {
+    rkey = p.rkeys[p.last_hit];
+    return true;
+  }
+  for (std::size_t i = 0; i < p.verified.size(); ++i) {
+    if (same_region(p.verified[i], rb)) {
+      p.last_hit = i;
+      rkey = p.rkeys[i];
+      return true;
+    }
+  }
+  if (rb.owner != p.remote.nonce || rb.key_size != 4 || rb.seal != rb.compute_seal(p.remote.secret)) return false;
+  rkey = fabrix::detail::load_le<std::uint32_t>(rb.key.data());
+  p.verified.push_back(rb);
+  p.rkeys.push_back(rkey);
+  p.last_hit = p.verified.size() - 1;
+  return true;
+}
+
+// Fills the gather list; returns the byte count.
+inline std::uint64_t fill_sges(const operation& o, ibv_sge* sge, int& num) noexcept {
+  std::uint64_t total = 0;
+  num = 0;
+  for (const local_slice& l : o.locals()) {
+    if (l.length == 0) continue;
+    sge[num].addr = reinterpret_cast<std::uintptr_t>(l.address);
+    sge[num].length = static_cast<std::uint32_t>(l.length);
+    sge[num].lkey = static_cast<ibv_mr*>(l.descriptor)->lkey;
+    total += l.length;
+    ++num;
+  }
+  return total;
+}
+
+// Builds the work request for `o` (not linked, not yet signaled).
+// Returns ok or the refusal for this operation.
+inline status build(peer_state& p, const operation& o, ibv_send_wr& wr, ibv_sge* sge, sq_entry& e) {
+  domain_state& d = *p.dom;
+  wr = {};
+  wr.sg_list = sge;
+  std::uint32_t rkey = 0;
+  std::uint64_t raddr = 0;
+  if (fabrix::detail::uses_remote(o.code)) {
+    if (!rkey_for(p, *o.remote.buffer, rkey)) return status::invalid_argument;
+    raddr = o.remote.buffer->address + o.remote.offset;
+  }
+  for (const local_slice& l : o.locals())
+    if (l.length > 0xffffffffu) return status::invalid_argument;  // one SGE holds at most 4 GiB - 1
+  e = {o.token, 0, o.imm, o.code, o.flags};
+  switch (o.code) {
+    case opcode::write:
+    case opcode::write_with_imm:
+    case opcode::send: {
+      const std::uint64_t n = fill_sges(o, sge, wr.num_sge);
+      if (o.code == opcode::send && n > d.opts.msg_size) return status::invalid_argument;
+      if (n > 0xffffffffu) return status::invalid_argument;
+      e.bytes = n;
+      if (n > 0 && n <= p.max_inline) wr.send_flags |= IBV_SEND_INLINE;
+      if (o.code == opcode::send) {
+        wr.opcode = IBV_WR_SEND;
+        break;
+      }
+      wr.opcode = o.code == opcode::write ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_WRITE_WITH_IMM;
+      wr.imm_data = htobe32(o.imm);
+      wr.wr.rdma.remote_addr = raddr;
+      wr.wr.rdma.rkey = rkey;
+      break;
+    }
+    case opcode::read:
+      e.bytes = fill_sges(o, sge, wr.num_sge);
+      if (e.bytes > 0xffffffffu) return status::invalid_argument;
+      wr.opcode = IBV_WR_RDMA_READ;
+      wr.wr.rdma.remote_addr = raddr;
+      wr.wr.rdma.rkey = rkey;
+      break;
+    case opcode::fetch_add:
+    case opcode::compare_swap: {
+      const local_slice& l = o.locals()[0];
+      // The core checked this already; an unaligned atomic must never reach the device.
+      if (raddr % 8 != 0 || reinterpret_cast<std::uintptr_t>(l.address) % 8 != 0 || l.length != 8)
+        return status::invalid_argument;
+      fill_sges(o, sge, wr.num_sge);
+      e.bytes = 8;
+      // Host byte order on both sides: the responder adds to / compares its
+      // memory as a native 64-bit integer and the old value lands here as one.
+      wr.opcode = o.code == opcode::fetch_add ? IBV_WR_ATOMIC_FETCH_AND_ADD : IBV_WR_ATOMIC_CMP_AND_SWP;
+      wr.wr.atomic.remote_addr = raddr;
+      wr.wr.atomic.rkey = rkey;
+      wr.wr.atomic.compare_add = o.code == opcode::fetch_add ? o.operand : o.compare;
+      wr.wr.atomic.swap = o.operand;
+      break;
+    }
+    case opcode::flush:
+      sge[0] = {reinterpret_cast<std::uintptr_t>(d.scratch_word()), 8, d.scratch_mr->lkey};
+      wr.num_sge = 1;
+      wr.opcode = IBV_WR_RDMA_READ;
+      wr.wr.rdma.remote_addr = p.remote.flush_addr;
+      wr.wr.rdma.rkey = p.remote.flush_rkey;
+      break;
+    case opcode::recv:
+    case opcode::remote_write_imm: return status::invalid_argument;
+  }
+  return status::ok;
+}
+
+// A user recv(): matched at once against a message that is already here.
+inline status post_recv(peer_state& p, const operation& o) {
+  const local_slice& l = o.locals()[0];
+  if (p.recv_head - p.recv_tail == p.recv_capacity) return status::again;
+  p.recvs[p.recv_head++ % p.recv_capacity] = {l.address, l.length, o.token, o.flags};
+  if (!p.unexpected.empty()) {
+    std::vector<std::byte> m = std::move(p.unexpected.front());
+    p.unexpected.pop_front();
+    deliver_message(p, m.data(), m.size());
+  }
+  return status::ok;
+}
+
+// Posts the first `n` staged work requests as one chain; `went` says how
+// many the device took (all of them unless it refused the call).
+inline status post_chain(peer_state& p, std::uint32_t n, std::uint32_t& went) {
+  went = 0;
+  if (n == 0) return status::ok;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    ibv_send_wr& wr = p.wrs[i];
+    wr.wr_id = make_wr_id(wr_kind::rc_send, p.ring.next_seq() + i);
+    wr.next = i + 1 < n ? &p.wrs[i + 1] : nullptr;
+    if (p.ring.must_signal(i, n)) wr.send_flags |= IBV_SEND_SIGNALED;
+  }
+  ibv_send_wr* bad = nullptr;
+  const int e = ibv_post_send(p.qp, p.wrs.get(), &bad);
+  went = e == 0 ? n : static_cast<std::uint32_t>(bad - p.wrs.get());
+  p.ring.commit(went);
+  p.dom->credits.take(went);
+  if (e != 0) {
+    // Requests before `bad` are on the queue, perhaps none of them signaled:
+    // put the queue pair in error so each of them completes (flushed) and
+    // none is lost; it is not used again.
+    mark_failed(p, IBV_WC_GENERAL_ERR);
+    p.failure_text = std::string("ibv_post_send failed: ") + std::strerror(e);
+    to_error(p.qp);
+    return status::peer_unreachable;
+  }
+  return status::ok;
+}
+
+inline status post_ops(peer_state& p, std::span<const operation> ops, std::size_t& posted) {
+  posted = 0;
+  if (p.failed) return status::peer_unreachable;
+  domain_state& d = *p.dom;
+  std::uint32_t staged = 0, went = 0;
+  status refusal = status::ok;
+  for (const operation& o : ops) {
+    if (o.code == opcode::recv) {
+      const status s = post_chain(p, staged, went);
+      posted += went;
+      if (s != status::ok) return s;
+      staged = 0;
+      if ((refusal = post_recv(p, o)) != status::ok) break;
+      ++posted;
+      continue;
+    }
+    if (staged == p.ring.room() || staged >= d.credits.available()) {
+      refusal = status::again;
+      break;
+    }
+    ibv_send_wr& wr = p.wrs[staged];
+    if ((refusal = build(p, o, wr, &p.sges[staged * p.max_sge], p.ring.staged(staged))) != status::ok) break;
+    ++staged;
+  }
+  const status s = post_chain(p, staged, went);
+  posted += went;
+  return s != status::ok ? s : refusal;
+}
+
+}  // namespace fabrix::verbs::detail

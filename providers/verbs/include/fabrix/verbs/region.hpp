@@ -1,0 +1,41 @@
+// A memory registration (ibv_reg_mr) and its rkey, carried in a
+// remote_buffer as 4 little-endian key bytes.
+#pragma once
+
+#include <fabrix/remote_buffer.hpp>
+
+#include <infiniband/verbs.h>
+
+#include <utility>
+
+namespace fabrix::verbs {
+
+class region_impl {
+ public:
+  region_impl(ibv_mr* mr, const remote_buffer& rb) : mr_(mr), rb_(rb) {}
+  region_impl(region_impl&& o) noexcept : mr_(std::exchange(o.mr_, nullptr)), rb_(o.rb_) {}
+  region_impl& operator=(region_impl&& o) noexcept {
+    if (this != &o) {
+      release();
+      mr_ = std::exchange(o.mr_, nullptr);
+      rb_ = o.rb_;
+    }
+    return *this;
+  }
+  ~region_impl() { release(); }
+
+  const remote_buffer& remote() const noexcept { return rb_; }
+  // The ibv_mr (local slices carry it; its lkey goes into scatter-gather lists).
+  void* descriptor() const noexcept { return mr_; }
+
+ private:
+  void release() noexcept {
+    if (mr_) ibv_dereg_mr(mr_);
+    mr_ = nullptr;
+  }
+
+  ibv_mr* mr_;
+  remote_buffer rb_;
+};
+
+}  // namespace fabrix::verbs

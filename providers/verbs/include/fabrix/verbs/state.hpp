@@ -1,0 +1,157 @@
+// The verbs provider's state. domain_state and peer_state live on the heap
+// so that pointers to them (peer lookup by QP number, the endpoint's domain)
+// survive moves of domain_impl / endpoint_impl. Everything the data path
+// touches is allocated when the domain or the endpoint is created.
+#pragma once
+
+#include <fabrix/completion.hpp>
+#include <fabrix/detail/completion_ring.hpp>
+#include <fabrix/detail/siphash.hpp>
+#include <fabrix/remote_buffer.hpp>
+#include <fabrix/verbs/address.hpp>
+#include <fabrix/verbs/credits.hpp>
+#include <fabrix/verbs/device.hpp>
+#include <fabrix/verbs/options.hpp>
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <deque>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace fabrix::verbs::detail {
+
+// wr_id: kind in the top byte, the rest an index or sequence number.
+enum class wr_kind : std::uint8_t { rc_send = 1, srq_recv = 2, ud_recv = 3, ud_send = 4 };
+inline constexpr std::uint64_t make_wr_id(wr_kind k, std::uint64_t n) noexcept {
+  return (static_cast<std::uint64_t>(k) << 56) | (n & ((std::uint64_t{1} << 56) - 1));
+}
+inline constexpr wr_kind kind_of(std::uint64_t wr_id) noexcept { return static_cast<wr_kind>(wr_id >> 56); }
+inline constexpr std::uint64_t index_of(std::uint64_t wr_id) noexcept { return wr_id & ((std::uint64_t{1} << 56) - 1); }
+
+inline constexpr std::uint32_t ud_slots = 16;         // handshake datagrams in flight, each way
+inline constexpr std::uint32_t ud_slot_size = 128;    // 40-byte GRH + a hello, rounded
+inline constexpr std::uint32_t ud_qkey = 0x46425856;  // "FBXV"
+
+struct free_deleter {
+  void operator()(void* p) const noexcept { std::free(p); }
+};
+using raw_buffer = std::unique_ptr<std::byte, free_deleter>;
+inline raw_buffer page_aligned(std::size_t n) {
+  void* p = std::aligned_alloc(4096, (n + 4095) / 4096 * 4096);
+  return raw_buffer(static_cast<std::byte*>(p));
+}
+
+// A user recv() waiting for a message from its queue pair's peer.
+struct recv_wanted {
+  std::byte* address = nullptr;
+  std::uint64_t length = 0;
+  std::uint64_t token = 0;
+  std::uint8_t flags = 0;
+};
+
+struct domain_state;
+
+struct peer_state {
+  domain_state* dom = nullptr;
+  ibv_qp* qp = nullptr;
+  ibv_ah* ah = nullptr;  // to the peer's UD queue pair (handshake); null for a loopback to self
+  peer_address remote{};
+  std::uint32_t seq = 0;  // which connect() between these two domains
+  std::uint32_t my_psn = 0;
+  std::uint32_t peer_qpn = 0;
+  std::uint32_t peer_psn = 0;
+  bool connected = false;
+
+  send_ring ring;
+  std::unique_ptr<ibv_send_wr[]> wrs;  // one post's chain, sq_depth long
+  std::unique_ptr<ibv_sge[]> sges;     // max_sge per work request
+  std::uint32_t max_sge = 1;
+  std::uint32_t max_inline = 0;
+
+  std::unique_ptr<recv_wanted[]> recvs;  // FIFO of user recv()s
+  std::uint32_t recv_capacity = 0;
+  std::uint64_t recv_head = 0, recv_tail = 0;
+  std::deque<std::vector<std::byte>> unexpected;  // messages that arrived before a recv() (slow path)
+
+  // Set at the first error completion: the queue pair is in the error state
+  // and is never used again; posts return peer_unreachable.
+  bool failed = false;
+  int failure_code = 0;  // ibv_wc_status
+  std::string failure_text;
+
+  // Remote regions whose seal has been checked, and their rkeys.
+  std::vector<remote_buffer> verified;
+  std::vector<std::uint32_t> rkeys;
+  std::size_t last_hit = 0;
+
+  explicit peer_state(std::uint32_t sq_depth) : ring(sq_depth) {}
+};
+
+struct domain_state {
+  options opts;
+  device_choice dev;
+  ibv_device_attr attr{};
+  ibv_context* ctx = nullptr;
+  ibv_pd* pd = nullptr;
+  ibv_comp_channel* channel = nullptr;
+  ibv_cq* cq = nullptr;
+  ibv_srq* srq = nullptr;
+  ibv_qp* ud_qp = nullptr;
+  std::uint32_t max_sge = 1;     // per work request, reads and writes
+  std::uint32_t max_inline = 0;  // what the device granted on a test QP
+  std::uint32_t max_rd_atomic = 1;
+  std::uint32_t max_dest_rd_atomic = 1;
+  unsigned unacked_events = 0;
+
+  raw_buffer bounce;  // srq_depth receive buffers of msg_size
+  ibv_mr* bounce_mr = nullptr;
+  raw_buffer ud_buf;  // ud_slots receive + ud_slots send slots
+  ibv_mr* ud_mr = nullptr;
+  std::uint32_t ud_send_free = 0;  // bitmask of free send slots
+  raw_buffer words;                // [0]: flush word peers read; [8]: where our flush reads land
+  ibv_mr* flush_mr = nullptr;
+  ibv_mr* scratch_mr = nullptr;
+
+  std::uint64_t nonce = 0;
+  fabrix::detail::seal_key secret{};
+  std::uint64_t next_epoch = 1;
+  fabrix::detail::completion_ring ring;
+  cq_credits credits;
+
+  std::unordered_map<std::uint32_t, peer_state*> by_qpn;
+  std::vector<peer_state*> peers;
+  std::unordered_map<std::uint64_t, std::uint32_t> connects_to;  // peer nonce -> connect() calls so far
+  std::deque<hello> pending;                                     // hellos not yet claimed by a connect()
+  std::uint64_t dropped_datagrams = 0;
+
+  domain_state(const options& o, std::size_t max_outstanding)
+      : opts(o), ring(max_outstanding), credits(max_outstanding) {}
+  domain_state(const domain_state&) = delete;
+  domain_state& operator=(const domain_state&) = delete;
+  ~domain_state() {
+    if (ud_qp) ibv_destroy_qp(ud_qp);
+    if (srq) ibv_destroy_srq(srq);
+    for (ibv_mr* m : {bounce_mr, ud_mr, flush_mr, scratch_mr})
+      if (m) ibv_dereg_mr(m);
+    if (cq) {
+      if (unacked_events) ibv_ack_cq_events(cq, unacked_events);
+      ibv_destroy_cq(cq);
+    }
+    if (channel) ibv_destroy_comp_channel(channel);
+    if (pd) ibv_dealloc_pd(pd);
+    if (ctx) ibv_close_device(ctx);
+  }
+
+  std::byte* bounce_slot(std::uint64_t i) const noexcept { return bounce.get() + i * opts.msg_size; }
+  std::byte* ud_recv_slot(std::uint64_t i) const noexcept { return ud_buf.get() + i * ud_slot_size; }
+  std::byte* ud_send_slot(std::uint64_t i) const noexcept { return ud_buf.get() + (ud_slots + i) * ud_slot_size; }
+  std::uint64_t* flush_word() const noexcept { return reinterpret_cast<std::uint64_t*>(words.get()); }
+  std::uint64_t* scratch_word() const noexcept { return reinterpret_cast<std::uint64_t*>(words.get() + 64); }
+};
+
+}  // namespace fabrix::verbs::detail

@@ -1,0 +1,278 @@
+// The verbs provider's device-free parts: address and hello encodings, GID
+// ranking, PCIe distance on a fake sysfs tree, send-queue credit accounting
+// and the options read from the environment.
+#include <doctest/doctest.h>
+
+#include <fabrix/verbs.hpp>
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <vector>
+
+namespace vd = fabrix::verbs::detail;
+using fabrix::status;
+
+namespace {
+
+vd::peer_address sample_address() {
+  vd::peer_address a;
+  a.link_layer = 2;
+  a.mtu = 3;
+  a.nonce = 0x1122334455667788ull;
+  for (std::size_t i = 0; i < 16; ++i) a.secret[i] = static_cast<std::uint8_t>(i * 7);
+  a.gid = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 77, 0, 1};
+  a.lid = 0;
+  a.ud_qpn = 0x123456;
+  a.qkey = vd::ud_qkey;
+  a.flush_addr = 0x7f0000001000ull;
+  a.flush_rkey = 0xabcdef01u;
+  return a;
+}
+
+vd::gid_entry gid(std::uint32_t index, vd::gid_kind kind, std::array<std::uint8_t, 16> raw) {
+  return vd::gid_entry{index, kind, raw};
+}
+constexpr std::array<std::uint8_t, 16> v4{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1};
+constexpr std::array<std::uint8_t, 16> ll{0xfe, 0x80, 0, 0, 0, 0, 0, 0, 1, 2, 3, 0xff, 0xfe, 4, 5, 6};
+constexpr std::array<std::uint8_t, 16> global6{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9};
+constexpr std::array<std::uint8_t, 16> zero{};
+
+}  // namespace
+
+TEST_CASE("verbs address: round trip, every truncation, trailing bytes, bad fields") {
+  const auto a = sample_address();
+  const auto blob = vd::encode_address(a);
+  REQUIRE(blob.size() == vd::address_size);
+  auto back = vd::parse_address(blob);
+  REQUIRE(back.has_value());
+  CHECK(back->nonce == a.nonce);
+  CHECK(back->secret == a.secret);
+  CHECK(back->gid == a.gid);
+  CHECK(back->ud_qpn == a.ud_qpn);
+  CHECK(back->mtu == a.mtu);
+  CHECK(back->flush_addr == a.flush_addr);
+  CHECK(back->flush_rkey == a.flush_rkey);
+  CHECK(vd::encode_address(*back) == blob);
+  for (std::size_t n = 0; n < blob.size(); ++n)
+    CHECK(vd::parse_address(std::span(blob).first(n)).code() == status::invalid_argument);
+  auto longer = blob;
+  longer.push_back(std::byte{0});
+  CHECK(vd::parse_address(longer).code() == status::invalid_argument);
+  auto bad = blob;
+  bad[0] = std::byte{'X'};
+  CHECK(vd::parse_address(bad).code() == status::invalid_argument);
+  bad = blob;
+  bad[4] = std::byte{2};  // version
+  CHECK(vd::parse_address(bad).code() == status::invalid_argument);
+  auto field = a;
+  field.mtu = 6;
+  CHECK(vd::parse_address(vd::encode_address(field)).code() == status::invalid_argument);
+  field = a;
+  field.link_layer = 0;
+  CHECK(vd::parse_address(vd::encode_address(field)).code() == status::invalid_argument);
+  field = a;
+  field.ud_qpn = 0x1000000;  // QPNs are 24-bit
+  CHECK(vd::parse_address(vd::encode_address(field)).code() == status::invalid_argument);
+  std::mt19937 rng(5);
+  for (int i = 0; i < 5000; ++i) {
+    std::vector<std::byte> junk(rng() % 120);
+    for (auto& b : junk) b = static_cast<std::byte>(rng());
+    CHECK(vd::parse_address(junk).code() == status::invalid_argument);
+  }
+}
+
+TEST_CASE("verbs hello: round trip and refusals") {
+  vd::hello h{true, true, 1, 2, 3, 0xabcdef, 0x123};
+  std::vector<std::byte> buf(vd::hello_size);
+  vd::encode_hello(h, buf.data());
+  auto back = vd::parse_hello(buf);
+  REQUIRE(back.has_value());
+  CHECK(back->has_yours);
+  CHECK(back->is_reply);
+  CHECK(back->from == 1);
+  CHECK(back->to == 2);
+  CHECK(back->seq == 3);
+  CHECK(back->rc_qpn == 0xabcdef);
+  CHECK(back->psn == 0x123);
+  for (std::size_t n = 0; n < buf.size(); ++n) CHECK(!vd::parse_hello(std::span(buf).first(n)));
+  auto bad = buf;
+  bad[6] = std::byte{4};  // unknown flag
+  CHECK(!vd::parse_hello(bad));
+  h.rc_qpn = 0;
+  vd::encode_hello(h, buf.data());
+  CHECK(!vd::parse_hello(buf));
+  h.rc_qpn = 5;
+  h.psn = 0x1000000;
+  vd::encode_hello(h, buf.data());
+  CHECK(!vd::parse_hello(buf));
+}
+
+TEST_CASE("verbs GID choice: RoCE v2 IPv4, then v2 IPv6, then v1, then IB; zero entries never") {
+  using K = vd::gid_kind;
+  {
+    const vd::gid_entry t[] = {gid(0, K::roce_v1, ll), gid(1, K::roce_v2, ll), gid(2, K::roce_v1, v4),
+                               gid(3, K::roce_v2, v4)};
+    CHECK(vd::choose_gid(t) == 3);
+  }
+  {
+    const vd::gid_entry t[] = {gid(0, K::roce_v2, ll), gid(1, K::roce_v2, global6), gid(2, K::roce_v1, v4)};
+    CHECK(vd::choose_gid(t) == 1);  // a routable v2 address beats link-local
+  }
+  {
+    const vd::gid_entry t[] = {gid(0, K::roce_v1, ll), gid(1, K::roce_v2, ll)};
+    CHECK(vd::choose_gid(t) == 1);
+  }
+  {
+    const vd::gid_entry t[] = {gid(4, K::ib, global6), gid(0, K::roce_v1, ll)};
+    CHECK(vd::choose_gid(t) == 1);
+  }
+  {
+    const vd::gid_entry t[] = {gid(0, K::ib, zero), gid(1, K::roce_v2, zero)};
+    CHECK(!vd::choose_gid(t).has_value());
+    CHECK(!vd::choose_gid({}).has_value());
+  }
+  {
+    const vd::gid_entry t[] = {gid(7, K::roce_v2, v4), gid(2, K::roce_v2, v4)};
+    CHECK(vd::choose_gid(t) == 1);  // ties: lowest GID index
+  }
+  CHECK(vd::parse_sysfs_gid_type("RoCE v2\n", true) == K::roce_v2);
+  CHECK(vd::parse_sysfs_gid_type("IB/RoCE v1\n", true) == K::roce_v1);
+  CHECK(vd::parse_sysfs_gid_type("IB/RoCE v1", false) == K::ib);
+  CHECK(!vd::parse_sysfs_gid_type("RoCE v3", true));
+  CHECK(vd::gid_text(v4) == "10.0.0.1");
+  CHECK(vd::gid_text(ll) == "fe80:0000:0000:0000:0102:03ff:fe04:0506");
+}
+
+TEST_CASE("verbs device spec: name, name:port, pci:") {
+  auto s = vd::parse_device_spec("mlx5_0:1");
+  CHECK(s.name == "mlx5_0");
+  CHECK(s.port == 1);
+  s = vd::parse_device_spec("rxe0");
+  CHECK(s.name == "rxe0");
+  CHECK(s.port == 0);
+  s = vd::parse_device_spec("pci:0000:3b:00.0");
+  CHECK(s.name.empty());
+  CHECK(s.near_pci == "0000:3b:00.0");
+}
+
+TEST_CASE("verbs PCIe distance on a fake sysfs tree") {
+  namespace fs = std::filesystem;
+  char tmpl[] = "/tmp/fabrix-sysfs-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  const fs::path root = tmpl;
+  // Socket 0: switch 0000:00:01.0 -> 0000:01:00.0 (upstream) -> two ports,
+  // one with NIC mlx5_0 and one with GPU 0000:04:00.0; NIC mlx5_1 on another
+  // root port; socket 1 holds mlx5_2.
+  const fs::path dev = root / "devices";
+  const fs::path sw = dev / "pci0000:00/0000:00:01.0/0000:01:00.0";
+  fs::create_directories(sw / "0000:02:00.0/0000:03:00.0/infiniband/mlx5_0");
+  fs::create_directories(sw / "0000:02:01.0/0000:04:00.0");
+  fs::create_directories(dev / "pci0000:00/0000:00:02.0/0000:05:00.0");
+  fs::create_directories(dev / "pci0000:80/0000:80:01.0/0000:81:00.0");
+  fs::create_directories(dev / "virtual/net/eth0");
+  fs::create_directories(root / "class/infiniband");
+  fs::create_directories(root / "bus/pci/devices");
+  auto nic = [&](const char* name, const fs::path& where) {
+    fs::create_directories(root / "class/infiniband" / name);
+    fs::create_directory_symlink(where, root / "class/infiniband" / name / "device");
+  };
+  nic("mlx5_0", sw / "0000:02:00.0/0000:03:00.0");
+  nic("mlx5_1", dev / "pci0000:00/0000:00:02.0/0000:05:00.0");
+  nic("mlx5_2", dev / "pci0000:80/0000:80:01.0/0000:81:00.0");
+  nic("rxe0", dev / "virtual/net/eth0");
+  fs::create_directory_symlink(sw / "0000:02:01.0/0000:04:00.0", root / "bus/pci/devices/0000:04:00.0");
+
+  const std::string r = root.string();
+  CHECK(vd::device_distance(r, "mlx5_0", "0000:04:00.0") == 4);              // up 2 bridges, down 2, under one switch
+  CHECK(vd::device_distance(r, "mlx5_1", "0000:04:00.0") == 6);              // through the root complex
+  CHECK(vd::device_distance(r, "mlx5_2", "0000:04:00.0") == vd::far_apart);  // the other socket
+  CHECK(vd::device_distance(r, "rxe0", "0000:04:00.0") == vd::far_apart);    // not on PCI
+  CHECK(vd::device_distance(r, "nosuch", "0000:04:00.0") == vd::far_apart);
+  CHECK(vd::device_distance(r, "mlx5_0", "0000:ff:00.0") == vd::far_apart);
+  const auto chain = vd::pci_chain("/sys/devices/pci0000:00/0000:00:01.0/0000:3b:00.0/infiniband/mlx5_0");
+  REQUIRE(chain.size() == 3);
+  CHECK(chain[0] == "pci0000:00");
+  CHECK(chain[2] == "0000:3b:00.0");
+  CHECK(vd::pci_chain("/sys/devices/virtual/net/lo").empty());
+  fs::remove_all(root);
+}
+
+TEST_CASE("verbs send ring: credits never exceed the queue, signaled completions retire in order") {
+  vd::send_ring ring(8);
+  CHECK(ring.room() == 8);
+  // Stage and commit a chain of 5: only the last (and every capacity/4-th) is signaled.
+  for (std::uint32_t i = 0; i < 5; ++i) ring.staged(i) = {100 + i, 10, 0, fabrix::opcode::write, 0};
+  CHECK(ring.must_signal(4, 5));
+  CHECK(!ring.must_signal(0, 5));
+  CHECK(ring.must_signal(1, 5));  // seq 1: (1 + 1) % 2 == 0 with capacity/4 == 2
+  ring.commit(5);
+  CHECK(ring.room() == 3);
+  CHECK(ring.in_flight() == 5);
+  // A signaled completion for seq 2 retires 0..2, in order.
+  std::vector<std::uint64_t> tokens;
+  std::vector<bool> lasts;
+  CHECK(ring.retire_through(2, [&](const vd::sq_entry& e, bool last) {
+    tokens.push_back(e.token);
+    lasts.push_back(last);
+  }) == 3);
+  CHECK(tokens == std::vector<std::uint64_t>{100, 101, 102});
+  CHECK(lasts == std::vector<bool>{false, false, true});
+  // Stale, repeated or not-yet-posted sequence numbers retire nothing.
+  CHECK(ring.retire_through(2, [](const vd::sq_entry&, bool) {}) == 0);
+  CHECK(ring.retire_through(9, [](const vd::sq_entry&, bool) {}) == 0);
+  CHECK(ring.room() == 6);
+  // Fill to the brim across the wrap: then no room at all.
+  for (std::uint32_t i = 0; i < ring.room(); ++i) ring.staged(i) = {200 + i, 1, 0, fabrix::opcode::read, 0};
+  ring.commit(ring.room());
+  CHECK(ring.room() == 0);
+  tokens.clear();
+  CHECK(ring.retire_through(ring.next_seq() - 1, [&](const vd::sq_entry& e, bool) { tokens.push_back(e.token); }) == 8);
+  CHECK(tokens == std::vector<std::uint64_t>{103, 104, 200, 201, 202, 203, 204, 205});
+  CHECK(ring.empty());
+
+  vd::cq_credits credits(10);
+  credits.take(10);
+  CHECK(credits.available() == 0);
+  credits.give(4);
+  CHECK(credits.available() == 4);
+  credits.give(100);  // never above the total
+  CHECK(credits.available() == 10);
+}
+
+TEST_CASE("verbs options: environment overrides and range checks") {
+  ::setenv("FABRIX_VERBS_TIMEOUT", "12", 1);
+  ::setenv("FABRIX_VERBS_GID_INDEX", "3", 1);
+  ::setenv("FABRIX_VERBS_DEVICE", "mlx5_1:2", 1);
+  auto o = fabrix::verbs::options_from_env();
+  REQUIRE(o.has_value());
+  CHECK(o->timeout == 12);
+  CHECK(o->gid_index == 3);
+  CHECK(o->device == "mlx5_1:2");
+  CHECK(o->retry_cnt == 7);
+  ::setenv("FABRIX_VERBS_RETRY_CNT", "8", 1);
+  auto bad = fabrix::verbs::options_from_env();
+  REQUIRE(!bad.has_value());
+  CHECK(bad.error().code == status::invalid_argument);
+  CHECK(bad.error().message.find("FABRIX_VERBS_RETRY_CNT") != std::string::npos);
+  ::setenv("FABRIX_VERBS_RETRY_CNT", "x", 1);
+  CHECK(!fabrix::verbs::options_from_env().has_value());
+  for (const char* v :
+       {"FABRIX_VERBS_TIMEOUT", "FABRIX_VERBS_GID_INDEX", "FABRIX_VERBS_DEVICE", "FABRIX_VERBS_RETRY_CNT"})
+    ::unsetenv(v);
+}
+
+TEST_CASE("verbs on a host without an RDMA device: a clear unsupported, and open(auto) falls back") {
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  if (list) ibv_free_device_list(list);
+  if (n != 0) return;  // a device is present: covered by the conformance suite
+  auto d = fabrix::verbs::domain::create();
+  REQUIRE(!d.has_value());
+  CHECK(d.error().code == status::unsupported);
+  CHECK(d.error().message.find("no RDMA device") != std::string::npos);
+  CHECK(fabrix::registered_providers().front() == "verbs");
+}
