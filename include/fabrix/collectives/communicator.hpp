@@ -87,6 +87,10 @@ class communicator {
       auto peers = exchange(boot, c.region_->remote());
       if (!peers) return unexpected(std::move(peers).error());
       c.peers_ = std::move(*peers);
+      // Wire every endpoint in both directions now (transports such as UCX
+      // connect lazily, and finishing a connection needs the peer's
+      // progress), so that probes and teardown never wait for that later.
+      if (auto r = c.greet_all(); !r) return unexpected(r.error());
     }
     return c;
   }
@@ -105,6 +109,8 @@ class communicator {
         failure_(std::move(o.failure_)),
         outstanding_(o.outstanding_),
         aborts_in_flight_(o.aborts_in_flight_),
+        probes_in_flight_(o.probes_in_flight_),
+        awaited_(o.awaited_),
         barrier_epoch_(o.barrier_epoch_),
         idle_polls_(o.idle_polls_),
         last_motion_(o.last_motion_),
@@ -184,6 +190,7 @@ class communicator {
     ch.sending[slot] = 1;
     ++ch.sent;
     ++outstanding_;
+    ++awaited_;
     return {};
   }
   // The next chunk from `peer` if it has landed (its size in `bytes`), else nullptr.
@@ -239,7 +246,7 @@ class communicator {
     const auto now = clock::now();
     if (now >= until)
       return fail(status::timed_out, "collective did not finish within " + std::to_string(opts_.timeout.count()) +
-                                         " ms (a peer stopped answering)");
+                                         " ms (a peer stopped answering); " + describe_channels());
     if (now - last_motion_ >= opts_.probe_interval && now - last_probe_ >= opts_.probe_interval) probe();
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - now);
     (void)dom_->wait(std::clamp(left, std::chrono::milliseconds(1), wait_slice));
@@ -247,12 +254,16 @@ class communicator {
     return health();
   }
 
-  // Ends a call: returns pending credits and waits until every operation of
-  // this rank has completed here (a write_with_imm's notification leaves
-  // only while this rank polls).
+  // Ends a call: returns pending credits and waits until this rank's data
+  // writes and barrier notifications have completed here (a
+  // write_with_imm's notification leaves only while this rank polls; the
+  // peers that wait for them are polling). Credits, probes and aborts may
+  // stay in flight: they can need the progress of a peer that has finished
+  // the call already, and no peer needs them before its next call, when
+  // both sides poll again.
   result<void> finish(clock::time_point until) {
     progress();
-    while (outstanding_ > 0) {
+    while (awaited_ > 0) {
       if (auto r = idle(until); !r) return r;
     }
     return health();
@@ -276,6 +287,7 @@ class communicator {
  private:
   enum class token_kind : std::uint64_t { data = 1, credit, barrier, abort, probe };
   static constexpr int spin_polls = 64;
+  static constexpr std::uint64_t greet_round = 31;  // dissemination rounds use 0..10
   static constexpr std::chrono::milliseconds wait_slice{20};
 
   communicator(domain<P>& dom, int rank, int size, const options& o, std::vector<queue_pair<P>> qps)
@@ -303,6 +315,43 @@ class communicator {
   // Where chunk k to `peer` lands in the peer's scratch.
   std::size_t recv_offset_at(int peer, std::uint64_t k) const noexcept { return area(peer, rank_) + slot_offset(k); }
 
+  // Per peer: chunks sent/credited by it, consumed/credited back, in flight.
+  std::string describe_channels() const {
+    std::string out = "channels (sent/acked, consumed/credited, ops in flight " + std::to_string(outstanding_) + ", " +
+                      std::to_string(probes_in_flight_) + " probes):";
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      const detail::channel& ch = channels_[p];
+      std::size_t busy = 0;
+      for (auto b : ch.sending) busy += b;
+      out += " rank " + std::to_string(p) + " " + std::to_string(ch.sent) + "/" + std::to_string(ch.peer_consumed) +
+             ", " + std::to_string(ch.consumed) + "/" + std::to_string(ch.credited) + ", " + std::to_string(busy) +
+             " writes;";
+    }
+    return out;
+  }
+
+  // One barrier notification (round greet_round) to every peer and one
+  // from every peer.
+  result<void> greet_all() {
+    const auto until = deadline();
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      for (;;) {
+        const status s = notify(p, detail::notify_kind::barrier, greet_round);
+        if (s == status::ok) break;
+        if (s != status::again) return fail(s, "greeting rank " + std::to_string(p));
+        if (auto r = idle(until); !r) return r;
+      }
+    }
+    for (int p = 0; p < size_; ++p) {
+      while (p != rank_ && channels_[p].barrier_seen[greet_round] == 0) {
+        if (auto r = idle(until); !r) return r;
+      }
+    }
+    return finish(until);
+  }
+
   // A zero-byte write_with_imm carrying a notification.
   status notify(int peer, detail::notify_kind kind, std::uint64_t counter) {
     const token_kind tk = kind == detail::notify_kind::credit    ? token_kind::credit
@@ -310,7 +359,10 @@ class communicator {
                                                                  : token_kind::abort;
     const status s = qps_[peer].write_with_imm(region_->slice(0, 0), peers_[peer].slice(0, 0),
                                                detail::encode(kind, rank_, counter), token(tk, peer, 0));
-    if (s == status::ok) ++outstanding_;
+    if (s == status::ok) {
+      ++outstanding_;
+      if (tk == token_kind::barrier) ++awaited_;
+    }
     return s;
   }
 
@@ -341,6 +393,7 @@ class communicator {
       if (s == status::ok) {
         ch.probing = true;
         ++outstanding_;
+        ++probes_in_flight_;
       } else if (s != status::again) {
         (void)fail(s, "rank " + std::to_string(p) + " is unreachable");
       }
@@ -353,11 +406,17 @@ class communicator {
     if (peer >= size_) return;  // not ours
     --outstanding_;
     switch (kind) {
-      case token_kind::data: channels_[peer].sending[c.token & 0xffffffffu] = 0; break;
-      case token_kind::probe: channels_[peer].probing = false; break;
+      case token_kind::data:
+        channels_[peer].sending[c.token & 0xffffffffu] = 0;
+        --awaited_;
+        break;
+      case token_kind::probe:
+        channels_[peer].probing = false;
+        --probes_in_flight_;
+        break;
       case token_kind::abort: --aborts_in_flight_; return;  // best effort
-      case token_kind::credit:
-      case token_kind::barrier: break;
+      case token_kind::barrier: --awaited_; break;
+      case token_kind::credit: break;
     }
     if (c.status != status::ok)
       (void)fail(c.status, std::string(kind == token_kind::probe ? "probe of" : "operation to") + " rank " +
@@ -414,6 +473,8 @@ class communicator {
   std::optional<error> failure_;
   std::uint64_t outstanding_ = 0;  // operations posted here and not yet completed
   int aborts_in_flight_ = 0;
+  std::uint64_t probes_in_flight_ = 0;
+  std::uint64_t awaited_ = 0;  // data writes and barrier notifications in flight
   std::uint64_t barrier_epoch_ = 0;
   int idle_polls_ = 0;
   clock::time_point last_motion_ = clock::now();
