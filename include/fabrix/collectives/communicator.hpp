@@ -41,6 +41,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -248,8 +249,15 @@ class communicator {
       return fail(status::timed_out, "collective did not finish within " + std::to_string(opts_.timeout.count()) +
                                          " ms (a peer stopped answering); " + describe_channels());
     if (now - last_motion_ >= opts_.probe_interval && now - last_probe_ >= opts_.probe_interval) probe();
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - now);
-    (void)dom_->wait(std::clamp(left, std::chrono::milliseconds(1), wait_slice));
+    if (awaited_ > 0 || now - last_motion_ < opts_.spin) {
+      // Poll, letting other processes on this core run. Own writes in
+      // flight may need only local progress, which wakes no event fd (UCX's
+      // cma copies large puts inside worker progress): never sleep on them.
+      std::this_thread::yield();
+    } else {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - now);
+      (void)dom_->wait(std::clamp(left, std::chrono::milliseconds(1), wait_slice));
+    }
     progress();
     return health();
   }
@@ -287,8 +295,8 @@ class communicator {
  private:
   enum class token_kind : std::uint64_t { data = 1, credit, barrier, abort, probe };
   static constexpr int spin_polls = 64;
-  static constexpr std::uint64_t greet_round = 31;  // dissemination rounds use 0..10
-  static constexpr std::chrono::milliseconds wait_slice{20};
+  static constexpr std::uint64_t greet_round = 31;           // dissemination rounds use 0..10
+  static constexpr std::chrono::milliseconds wait_slice{5};  // a bound on any missed wake-up
 
   communicator(domain<P>& dom, int rank, int size, const options& o, std::vector<queue_pair<P>> qps)
       : dom_(&dom), rank_(rank), size_(size), opts_(o), qps_(std::move(qps)) {

@@ -18,6 +18,15 @@ struct options {
   // Bound on one collective call: a peer that stops answering makes the call
   // return timed_out after this long, never hang.
   std::chrono::milliseconds timeout{30000};
+  // How long a call keeps polling (yielding the CPU between polls) after
+  // the last progress before it sleeps on the domain's event fd. Sleeping
+  // frees the core but adds a wake-up to every hop; polling is what MPI
+  // libraries do, and wins on shared or oversubscribed cores too.
+  std::chrono::microseconds spin{50000};
+  // Allreduce of at most this many bytes (and at most chunk_bytes) sends
+  // every rank's whole input to every other rank in one hop and reduces
+  // locally, in rank order; larger ones use the ring.
+  std::size_t direct_allreduce_bytes = std::size_t{32} << 10;
   // While nothing moves, peers are probed (a flush) this often, so that a
   // dead peer is reported as peer_unreachable long before the timeout.
   std::chrono::milliseconds probe_interval{100};

@@ -51,7 +51,11 @@ struct ring_schedule {
   ring_schedule(int ranks, int me, int shift_by, std::size_t step_count, std::size_t lag_chunks,
                 std::size_t chunk_elems, std::size_t elems, layout l)
       : n(ranks), rank(me), shift(shift_by), steps(step_count), lag(lag_chunks), count(elems), kind(l) {
-    round_elems = lag * chunk_elems * (l == layout::vector ? static_cast<std::size_t>(n) : 1);
+    // Small data needs fewer chunks per step than the slots allow.
+    const std::size_t segments = l == layout::vector ? static_cast<std::size_t>(n) : 1;
+    const std::size_t needed = (count + segments * chunk_elems - 1) / (segments * chunk_elems);
+    lag = std::clamp<std::size_t>(needed, 1, lag);
+    round_elems = lag * chunk_elems * segments;
     rounds = (count + round_elems - 1) / round_elems;
   }
 
