@@ -3,7 +3,7 @@
 # Sourced by test.sh and demo.sh; needs root (or sudo) only when installing.
 set -euo pipefail
 fabrix_packages=(meson ninja-build g++ pkg-config cmake python3 doctest-dev libucx-dev ucx-utils
-                 clang libclang-rt-14-dev clang-format)
+                 clang libclang-rt-14-dev clang-format openmpi-bin libopenmpi-dev)
 missing=()
 for p in "${fabrix_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
