@@ -31,7 +31,8 @@ requires std::is_trivially_copyable_v<T> result<void> allgather(communicator<P>&
   if (c.size() == 1) return {};
   const int n = c.size();
   const detail::ring_schedule s(n, c.rank(), 0, static_cast<std::size_t>(n) - 1, c.opts().slots / 2,
-                                c.opts().chunk_bytes / sizeof(T), count, detail::ring_schedule::layout::blocks);
+                                c.opts().chunk_bytes / sizeof(T), count, detail::ring_schedule::layout::blocks,
+                                sizeof(T));
   return detail::run_ring(
       c, s, sizeof(T),
       [&](std::size_t m, std::byte* slot) {

@@ -90,7 +90,8 @@ result<void> allreduce(communicator<P>& c, std::span<const T> in, std::span<T> o
     return detail::allreduce_direct(c, in, out, op);
   const int n = c.size();
   const detail::ring_schedule s(n, c.rank(), 0, 2 * static_cast<std::size_t>(n) - 2, c.opts().slots / 2,
-                                c.opts().chunk_bytes / sizeof(T), in.size(), detail::ring_schedule::layout::vector);
+                                c.opts().chunk_bytes / sizeof(T), in.size(), detail::ring_schedule::layout::vector,
+                                sizeof(T));
   const std::size_t last_reduce = static_cast<std::size_t>(n) - 2;
   return detail::run_ring(
       c, s, sizeof(T),

@@ -20,9 +20,11 @@ struct options {
   std::chrono::milliseconds timeout{30000};
   // How long a call keeps polling (yielding the CPU between polls) after
   // the last progress before it sleeps on the domain's event fd. Sleeping
-  // frees the core but adds a wake-up to every hop; polling is what MPI
-  // libraries do, and wins on shared or oversubscribed cores too.
-  std::chrono::microseconds spin{50000};
+  // frees the core but adds a wake-up to every hop, and UCX over shared
+  // memory misses some wake-ups (then a hop costs a 5 ms wait slice);
+  // polling is what MPI libraries do, and measured best here even with 4
+  // ranks on 2 busy cores.
+  std::chrono::microseconds spin{1000000};
   // Allreduce of at most this many bytes (and at most chunk_bytes) sends
   // every rank's whole input to every other rank in one hop and reduces
   // locally, in rank order; larger ones use the ring.

@@ -28,7 +28,8 @@ result<void> reduce_scatter(communicator<P>& c, std::span<const T> in, std::span
   const int n = c.size();
   const std::size_t mine = static_cast<std::size_t>(c.rank()) * count;
   const detail::ring_schedule s(n, c.rank(), 1, static_cast<std::size_t>(n) - 1, c.opts().slots / 2,
-                                c.opts().chunk_bytes / sizeof(T), count, detail::ring_schedule::layout::blocks);
+                                c.opts().chunk_bytes / sizeof(T), count, detail::ring_schedule::layout::blocks,
+                                sizeof(T));
   return detail::run_ring(
       c, s, sizeof(T),
       [&](std::size_t m, std::byte* slot) {

@@ -33,6 +33,8 @@ constexpr std::pair<std::size_t, std::size_t> split(std::size_t total, std::size
 }
 
 struct ring_schedule {
+  static constexpr std::size_t min_chunk_bytes = std::size_t{32} << 10;
+
   // vector: allreduce — the whole vector of `count` elements is cut into n
   //   segments per round. blocks: reduce_scatter/allgather — segment i is
   //   block i of `count` elements, [i*count, (i+1)*count).
@@ -49,11 +51,14 @@ struct ring_schedule {
   layout kind = layout::vector;
 
   ring_schedule(int ranks, int me, int shift_by, std::size_t step_count, std::size_t lag_chunks,
-                std::size_t chunk_elems, std::size_t elems, layout l)
+                std::size_t chunk_elems, std::size_t elems, layout l, std::size_t elem_size)
       : n(ranks), rank(me), shift(shift_by), steps(step_count), lag(lag_chunks), count(elems), kind(l) {
-    // Small data needs fewer chunks per step than the slots allow.
+    // Pipeline mid-size data too: cut a segment into up to `lag` chunks
+    // (smaller than chunk_elems, down to min_chunk_bytes) rather than send
+    // one big chunk per step; only tiny data gets fewer chunks per step.
     const std::size_t segments = l == layout::vector ? static_cast<std::size_t>(n) : 1;
-    const std::size_t needed = (count + segments * chunk_elems - 1) / (segments * chunk_elems);
+    const std::size_t min_chunk = std::clamp<std::size_t>(min_chunk_bytes / elem_size, 1, chunk_elems);
+    const std::size_t needed = (count + segments * min_chunk - 1) / (segments * min_chunk);
     lag = std::clamp<std::size_t>(needed, 1, lag);
     round_elems = lag * chunk_elems * segments;
     rounds = (count + round_elems - 1) / round_elems;
