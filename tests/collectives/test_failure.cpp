@@ -2,6 +2,9 @@
 // that disagree about the options or the size.
 #include "common.hpp"
 
+#include <sys/mman.h>
+
+#include <atomic>
 #include <csignal>
 #include <cstdlib>
 #include <span>
@@ -16,9 +19,21 @@ using clock_type = std::chrono::steady_clock;
 // failure must come well before the (long) timeout and name a lost peer.
 void survive_a_kill(int n, int victim, fabrix::coll::options o) {
   o.timeout = std::chrono::seconds(60);
+  // Survivors leave together (counted in memory shared by the forked ranks),
+  // so that each closes its endpoints while the others still poll: a UCX
+  // endpoint to a same-node peer closes only with that peer's help.
+  void* shared = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(shared != MAP_FAILED);
+  auto* done = static_cast<std::atomic<int>*>(shared);
+  done->store(0);
+  auto leave_together = [done, n] {
+    done->fetch_add(1);
+    const auto until = clock_type::now() + std::chrono::seconds(10);
+    while (done->load() < n - 1 && clock_type::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
   fxc::with_comm(
       n, o,
-      [victim](fxc::comm_t& comm, int rank, int) {
+      [victim, &leave_together](fxc::comm_t& comm, int rank, int) {
         std::vector<float> x(std::size_t{1} << 20);
         for (std::size_t i = 0; i < x.size(); ++i) x[i] = fxc::value<float>(rank, i);
         fxc::check_ok(fabrix::coll::allreduce(comm, std::span<float>(x), fxc::reduce_op::max), "first allreduce");
@@ -37,11 +52,13 @@ void survive_a_kill(int n, int victim, fabrix::coll::options o) {
           FX_CHECK(took < std::chrono::seconds(10));
           // Broken for good: later calls fail at once with the same error.
           FX_CHECK(comm.barrier().code() == fabrix::status::peer_unreachable);
+          leave_together();
           return;
         }
         fxt::rank_fail("no allreduce failed although a rank was killed", __FILE__, __LINE__);
       },
       std::chrono::seconds(60), [victim](int r) { return r == victim ? fxt::ending::killed : fxt::ending::exit_ok; });
+  ::munmap(shared, 4096);
 }
 
 }  // namespace

@@ -121,8 +121,26 @@ class communicator {
   communicator& operator=(const communicator&) = delete;
   // Lets this rank's operations finish (bounded) so peers are not left
   // waiting for a notification still queued here.
+  // After a failure, probes every peer first, so that the provider learns
+  // which peers are dead (their endpoints then close at once, while a
+  // graceful close to a dead peer would wait).
   ~communicator() {
     if (dom_ == nullptr || !region_) return;
+    closing_ = true;
+    if (failure_) {
+      for (int p = 0; p < size_; ++p) {
+        if (p == rank_ || channels_[p].probing) continue;
+        if (qps_[p].flush(token(token_kind::probe, p, 0)) == status::ok) {
+          channels_[p].probing = true;
+          ++outstanding_;
+          ++probes_in_flight_;
+        }
+      }
+      const auto settle = clock::now() + std::chrono::milliseconds(500);
+      while (probes_in_flight_ > 0 && clock::now() < settle) {
+        if (!progress()) std::this_thread::yield();
+      }
+    }
     const auto until = clock::now() + std::min(opts_.timeout, std::chrono::milliseconds(2000));
     while (outstanding_ > 0 && clock::now() < until) {
       if (!progress()) (void)dom_->wait(std::chrono::milliseconds(10));
@@ -426,7 +444,7 @@ class communicator {
       case token_kind::barrier: --awaited_; break;
       case token_kind::credit: break;
     }
-    if (c.status != status::ok)
+    if (c.status != status::ok && !closing_)
       (void)fail(c.status, std::string(kind == token_kind::probe ? "probe of" : "operation to") + " rank " +
                                std::to_string(peer) + " failed (" + std::string(to_string(c.status)) + ")");
   }
@@ -482,6 +500,7 @@ class communicator {
   std::uint64_t outstanding_ = 0;  // operations posted here and not yet completed
   int aborts_in_flight_ = 0;
   std::uint64_t probes_in_flight_ = 0;
+  bool closing_ = false;       // in the destructor: errors are expected, not reported
   std::uint64_t awaited_ = 0;  // data writes and barrier notifications in flight
   std::uint64_t barrier_epoch_ = 0;
   int idle_polls_ = 0;
