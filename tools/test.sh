@@ -2,7 +2,7 @@
 # The test command: installs what is missing, checks formatting, builds with
 # warnings as errors, runs every suite (unit, conformance per provider and
 # transport, examples, consume, fuzz), runs the unit, conformance and fuzz
-# suites again under ASan+UBSan, the unit and conformance suites under TSan,
+# suites again under ASan+UBSan, the unit, conformance and collectives suites under TSan,
 # then the fuzz targets under libFuzzer.
 # Ends with one line "N passed, N failed, N skipped".
 set -euo pipefail
@@ -46,10 +46,10 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print
 # ranks crash with SIGSEGV), so they are turned off for this run.
 meson setup build-ci-tsan -Dwerror=true -Db_sanitize=thread -Db_lundef=false -Dcuda=disabled -Dexamples=false >/dev/null
 ninja -C build-ci-tsan -j "$jobs" tests/unit/unit_core tests/unit/unit_bootstrap tests/unit/unit_ucx_parts \
-  tests/gpu/unit_cuda tests/conformance/conformance_ucx
+  tests/gpu/unit_cuda tests/conformance/conformance_ucx tests/collectives/collectives_ucx
 UCX_MEM_EVENTS=no UCX_MEM_MALLOC_HOOKS=no TSAN_OPTIONS=halt_on_error=1 \
   meson test -C build-ci-tsan --no-rebuild --print-errorlogs --num-processes "$jobs" --suite unit --suite conformance \
-  || status=1
+  --suite collectives || status=1
 
 bash tools/fuzz.sh 20 || status=1
 

@@ -1,0 +1,123 @@
+// fabrix::coll::allreduce — every rank ends with the element-wise reduction
+// of all ranks' inputs. Ring algorithm (reduce-scatter then allgather,
+// ring.hpp); each rank sends and receives 2(n-1)/n of the data. Any count,
+// including counts not divisible by the number of ranks. Small vectors
+// (options::direct_allreduce_bytes) go in one hop instead (allreduce_direct).
+#pragma once
+
+#include <fabrix/collectives/reduce.hpp>
+#include <fabrix/collectives/ring.hpp>
+
+#include <algorithm>
+#include <span>
+
+namespace fabrix::coll {
+
+namespace detail {
+
+// Small vectors: one hop. Every rank writes its input to every other rank's
+// channel, then reduces the n inputs in rank order (so every rank computes
+// bit-identical floating-point results), holding the landed chunks until
+// done. Precondition: the input fits one chunk.
+template <provider P, element T>
+result<void> allreduce_direct(communicator<P>& c, std::span<const T> in, std::span<T> out, reduce_op op) {
+  using K = host_kernels;
+  const int n = c.size(), me = c.rank();
+  const std::size_t bytes = in.size_bytes();
+  std::span<std::uint64_t> posted = c.work().first(static_cast<std::size_t>(n));
+  std::span<std::uint64_t> landed = c.work().subspan(static_cast<std::size_t>(n), static_cast<std::size_t>(n));
+  std::fill(posted.begin(), posted.end(), 0);
+  std::fill(landed.begin(), landed.end(), 0);
+  const std::byte* mine = nullptr;  // a send slot holding our input (stays intact during the call)
+  int left = 2 * (n - 1);
+  const auto until = c.deadline();
+  while (left > 0) {
+    bool moved = false;
+    for (int i = 1; i < n; ++i) {
+      const int p = (me + i) % n;
+      if (!posted[p] && c.can_send(p)) {
+        std::byte* slot = c.send_slot(p);
+        K::copy(slot, in.data(), bytes);
+        if (auto r = c.post(p, bytes); !r) return r;
+        if (mine == nullptr) mine = slot;
+        posted[p] = 1;
+        --left;
+        moved = true;
+      }
+      std::size_t got = 0;
+      if (!landed[p] && c.landed(p, got) != nullptr) {
+        if (got != bytes) return c.size_mismatch(p, got, bytes);
+        landed[p] = 1;
+        --left;
+        moved = true;
+      }
+    }
+    if (moved) {
+      c.progress();
+    } else if (auto r = c.idle(until); !r) {
+      return r;
+    }
+  }
+  auto input = [&](int r) {
+    std::size_t got = 0;
+    return reinterpret_cast<const T*>(r == me ? mine : c.landed(r, got));
+  };
+  K::combine(out.data(), input(0), input(1), in.size(), op);
+  for (int r = 2; r < n; ++r) K::combine(out.data(), out.data(), input(r), in.size(), op);
+  for (int p = 0; p < n; ++p)
+    if (p != me) c.consume(p);
+  return c.finish(until);
+}
+
+}  // namespace detail
+
+// `out` may be `in` (in place); otherwise they must not overlap. Same count
+// on every rank.
+template <provider P, element T>
+result<void> allreduce(communicator<P>& c, std::span<const T> in, std::span<T> out, reduce_op op,
+                       memory_location where = {}) {
+  using K = host_kernels;
+  if (auto h = c.health(); !h) return h;
+  if (auto r = detail::check_host(where, "allreduce"); !r) return r;
+  if (in.size() != out.size())
+    return unexpected(status::invalid_argument, "allreduce: input and output differ in size", "collectives");
+  if (c.size() == 1) {
+    K::copy(out.data(), in.data(), in.size_bytes());
+    return {};
+  }
+  if (in.empty()) return {};
+  if (in.size_bytes() <= std::min(c.opts().direct_allreduce_bytes, c.opts().chunk_bytes))
+    return detail::allreduce_direct(c, in, out, op);
+  const int n = c.size();
+  const detail::ring_schedule s(n, c.rank(), 0, 2 * static_cast<std::size_t>(n) - 2, c.opts().slots / 2,
+                                c.opts().chunk_bytes / sizeof(T), in.size(), detail::ring_schedule::layout::vector,
+                                sizeof(T));
+  const std::size_t last_reduce = static_cast<std::size_t>(n) - 2;
+  return detail::run_ring(
+      c, s, sizeof(T),
+      [&](std::size_t m, std::byte* slot) {
+        const auto [f, l] = s.send_range(m);
+        K::copy(slot, in.data() + f, (l - f) * sizeof(T));
+      },
+      [&](std::size_t m, const std::byte* data, std::byte* next) {
+        const auto [f, l] = s.recv_range(m);
+        const std::size_t g = s.step(m);
+        const T* got = reinterpret_cast<const T*>(data);
+        if (g < last_reduce) {
+          K::combine(reinterpret_cast<T*>(next), got, in.data() + f, l - f, op);
+        } else if (g == last_reduce) {
+          K::combine(out.data() + f, got, in.data() + f, l - f, op);
+          K::copy(next, out.data() + f, (l - f) * sizeof(T));
+        } else {
+          K::copy(out.data() + f, data, (l - f) * sizeof(T));
+          if (next) K::copy(next, data, (l - f) * sizeof(T));
+        }
+      });
+}
+
+template <provider P, element T>
+result<void> allreduce(communicator<P>& c, std::span<T> inout, reduce_op op, memory_location where = {}) {
+  return allreduce(c, std::span<const T>(inout), inout, op, where);
+}
+
+}  // namespace fabrix::coll

@@ -1,0 +1,43 @@
+// fabrix::coll::options — how a communicator sizes its scratch memory and
+// bounds its waits. Every rank of a job must pass the same chunk_bytes and
+// slots (communicator::create checks it).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+
+namespace fabrix::coll {
+
+struct options {
+  // Largest piece of data one notification carries. A multiple of 8.
+  std::size_t chunk_bytes = std::size_t{256} << 10;
+  // Chunks in flight per peer and direction (credits). Even, at least 2: the
+  // ring pipelines slots/2 chunks per step.
+  std::uint32_t slots = 8;
+  // Bound on one collective call: a peer that stops answering makes the call
+  // return timed_out after this long, never hang.
+  std::chrono::milliseconds timeout{30000};
+  // How long a call keeps polling (yielding the CPU between polls) after
+  // the last progress before it sleeps on the domain's event fd. Sleeping
+  // frees the core but adds a wake-up to every hop, and UCX over shared
+  // memory misses some wake-ups (then a hop costs a 5 ms wait slice);
+  // polling is what MPI libraries do, and measured best here even with 4
+  // ranks on 2 busy cores.
+  std::chrono::microseconds spin{1000000};
+  // Allreduce of at most this many bytes (and at most chunk_bytes) sends
+  // every rank's whole input to every other rank in one hop and reduces
+  // locally, in rank order; larger ones use the ring.
+  std::size_t direct_allreduce_bytes = std::size_t{32} << 10;
+  // While nothing moves, peers are probed (a flush) this often, so that a
+  // dead peer is reported as peer_unreachable long before the timeout.
+  std::chrono::milliseconds probe_interval{100};
+};
+
+// The scratch a communicator registers: a send and a receive area of
+// `slots` chunks for each other rank.
+constexpr std::size_t scratch_bytes(const options& o, int ranks) noexcept {
+  return ranks > 1 ? std::size_t{2} * static_cast<std::size_t>(ranks - 1) * o.slots * o.chunk_bytes : 0;
+}
+
+}  // namespace fabrix::coll

@@ -1,0 +1,225 @@
+// coll-perf: fabrix collectives against OpenMPI's, on the same processes in
+// the same run. Run it under mpirun:
+//
+//   mpirun -np 4 build/perf/coll/coll-perf [--op allreduce] [--min 8] [--max 256M]
+//
+// For each size, both implementations run `iters` timed calls after a warm-up
+// call; the time of a size is the slowest rank's average. Sizes and
+// bandwidths follow nccl-tests: size is the vector (allreduce), the whole
+// output (allgather), the whole input (reduce_scatter) or one rank's send
+// buffer (alltoall); algbw = size / time; busbw = algbw * 2(n-1)/n for
+// allreduce and algbw * (n-1)/n for the others. The last column is fabrix
+// busbw / MPI busbw. Elements are float, sum.
+//
+// fabrix uses UCX with the transport named by --transport (a UCX_TLS list;
+// default: UCX's choice); choose MPI's with mpirun's own options (e.g.
+// --mca btl self,tcp) so that both move bytes the same way.
+#include <mpi.h>
+#include <fabrix/collectives.hpp>
+#include <fabrix/fabrix.hpp>
+#include <fabrix/ucx.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace coll = fabrix::coll;
+using comm_t = coll::communicator<fabrix::ucx::provider>;
+
+struct config {
+  std::vector<std::string> ops{"allreduce", "allgather", "reduce_scatter", "alltoall"};
+  std::size_t min_bytes = 8;
+  std::size_t max_bytes = std::size_t{256} << 20;
+  std::size_t factor = 2;
+  int max_iters = 50;
+  bool check = true;
+  std::string transport;
+  coll::options opts;
+};
+
+std::size_t parse_size(const char* s) {
+  char* end = nullptr;
+  std::size_t v = std::strtoull(s, &end, 10);
+  if (*end == 'K' || *end == 'k') v <<= 10;
+  if (*end == 'M' || *end == 'm') v <<= 20;
+  if (*end == 'G' || *end == 'g') v <<= 30;
+  return v;
+}
+
+bool parse(int argc, char** argv, config& c) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
+    if (a == "--op" && v) {
+      c.ops = {v};
+      if (c.ops[0] == "all") c.ops = config{}.ops;
+    } else if (a == "--min" && v) {
+      c.min_bytes = parse_size(v);
+    } else if (a == "--max" && v) {
+      c.max_bytes = parse_size(v);
+    } else if (a == "--factor" && v) {
+      c.factor = std::max<std::size_t>(2, parse_size(v));
+    } else if (a == "--iters" && v) {
+      c.max_iters = std::max(1, std::atoi(v));
+    } else if (a == "--chunk" && v) {
+      c.opts.chunk_bytes = parse_size(v);
+    } else if (a == "--slots" && v) {
+      c.opts.slots = static_cast<std::uint32_t>(std::atoi(v));
+    } else if (a == "--transport" && v) {
+      c.transport = v;
+    } else if (a == "--no-check") {
+      c.check = false;
+      continue;
+    } else {
+      return false;
+    }
+    ++i;
+  }
+  return true;
+}
+
+// Slowest rank's average seconds per call of `fn`, after one warm-up call.
+double time_calls(int iters, const std::function<bool()>& fn) {
+  if (!fn()) return -1;
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double t0 = MPI_Wtime();
+  for (int i = 0; i < iters; ++i)
+    if (!fn()) return -1;
+  double mine = (MPI_Wtime() - t0) / iters, worst = 0;
+  MPI_Allreduce(&mine, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return worst;
+}
+
+struct buffers {
+  std::vector<float> in, out, ref;
+};
+
+// The whole measurement; returns the exit status.
+int run(const config& cfg, int rank, int n) {
+  auto fail = [&](const char* what, const fabrix::error& e) {
+    std::fprintf(stderr, "rank %d: %s: %s\n", rank, what, e.describe().c_str());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    return 1;
+  };
+  auto boot = fabrix::bootstrap::from_env();
+  if (!boot) return fail("bootstrap", boot.error());
+  fabrix::domain_options dopts;
+  dopts.transport = cfg.transport;
+  auto dom = fabrix::ucx::domain::create(dopts);
+  if (!dom) return fail("domain", dom.error());
+  auto comm = comm_t::create(*dom, *boot, cfg.opts);
+  if (!comm) return fail("communicator", comm.error());
+
+  if (rank == 0) {
+    std::printf("# coll-perf: %d ranks; fabrix: %s, chunk %zu B, %u slots; MPI: %s\n", n, dom->describe().c_str(),
+                cfg.opts.chunk_bytes, cfg.opts.slots, "OpenMPI (its default algorithms and transports)");
+    std::printf("# busbw as nccl-tests; ratio = fabrix busbw / MPI busbw; times are the slowest rank's average\n");
+  }
+  const double un = n;
+  bool all_ok = true;
+  for (const std::string& op : cfg.ops) {
+    const bool is_ar = op == "allreduce", is_ag = op == "allgather", is_rs = op == "reduce_scatter",
+               is_a2a = op == "alltoall";
+    if (!is_ar && !is_ag && !is_rs && !is_a2a) continue;
+    const double bus = is_ar ? 2 * (un - 1) / un : (un - 1) / un;
+    if (rank == 0) {
+      std::printf("\n# %s\n", op.c_str());
+      std::printf("%12s %10s | %10s %9s %9s | %10s %9s %9s | %6s %s\n", "size(B)", "count", "fabrix(us)", "algbw",
+                  "busbw", "MPI(us)", "algbw", "busbw", "ratio", "check");
+    }
+    for (std::size_t size = cfg.min_bytes; size <= cfg.max_bytes; size *= cfg.factor) {
+      // Elements per rank block (allgather, reduce_scatter, alltoall) or in the vector (allreduce).
+      const std::size_t elems = size / sizeof(float);
+      const std::size_t block = is_ar ? elems : std::max<std::size_t>(1, elems / static_cast<std::size_t>(n));
+      const std::size_t total = is_ar ? elems : block * static_cast<std::size_t>(n);
+      if (total == 0) continue;
+      const std::size_t bytes = total * sizeof(float);
+      const std::size_t in_n = is_ag ? block : total, out_n = is_rs ? block : total;
+      buffers b;
+      b.in.resize(in_n);
+      b.out.assign(out_n, 0);
+      for (std::size_t i = 0; i < in_n; ++i) b.in[i] = static_cast<float>((rank + 3 * i) % 17);
+      const int iters = static_cast<int>(std::clamp<std::size_t>((std::size_t{64} << 20) / bytes, 3, cfg.max_iters));
+      const int ci = static_cast<int>(block);
+      std::function<bool()> fab, mpi;
+      if (is_ar) {
+        fab = [&] {
+          return bool(coll::allreduce(*comm, std::span<const float>(b.in), std::span(b.out), coll::reduce_op::sum));
+        };
+        mpi = [&] {
+          return MPI_Allreduce(b.in.data(), b.out.data(), ci, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS;
+        };
+      } else if (is_ag) {
+        fab = [&] { return bool(coll::allgather(*comm, std::span<const float>(b.in), std::span(b.out))); };
+        mpi = [&] {
+          return MPI_Allgather(b.in.data(), ci, MPI_FLOAT, b.out.data(), ci, MPI_FLOAT, MPI_COMM_WORLD) == MPI_SUCCESS;
+        };
+      } else if (is_rs) {
+        fab = [&] {
+          return bool(
+              coll::reduce_scatter(*comm, std::span<const float>(b.in), std::span(b.out), coll::reduce_op::sum));
+        };
+        mpi = [&] {
+          return MPI_Reduce_scatter_block(b.in.data(), b.out.data(), ci, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) ==
+                 MPI_SUCCESS;
+        };
+      } else {
+        fab = [&] { return bool(coll::alltoall(*comm, std::span<const float>(b.in), std::span(b.out))); };
+        mpi = [&] {
+          return MPI_Alltoall(b.in.data(), ci, MPI_FLOAT, b.out.data(), ci, MPI_FLOAT, MPI_COMM_WORLD) == MPI_SUCCESS;
+        };
+      }
+      // Correctness: fabrix's output must equal MPI's, element for element.
+      int same = 1;
+      if (cfg.check) {
+        if (!fab()) return fail(op.c_str(), comm->health().error());
+        std::vector<float> mine = b.out;
+        if (!mpi()) same = 0;
+        same = same && mine == b.out;
+        int all_same = 0;
+        MPI_Allreduce(&same, &all_same, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        same = all_same;
+        all_ok = all_ok && same;
+      }
+      const double tf = time_calls(iters, fab);
+      if (tf < 0) return fail(op.c_str(), comm->health().error());
+      const double tm = time_calls(iters, mpi);
+      if (rank == 0) {
+        const double af = bytes / tf / 1e9, am = bytes / tm / 1e9;
+        std::printf("%12zu %10zu | %10.1f %9.3f %9.3f | %10.1f %9.3f %9.3f | %6.2f %s\n", bytes, total, tf * 1e6, af,
+                    af * bus, tm * 1e6, am, am * bus, af / am, cfg.check ? (same ? "ok" : "MISMATCH") : "-");
+        std::fflush(stdout);
+      }
+    }
+  }
+  if (rank == 0) std::printf("\n# GB/s = 1e9 bytes per second\n");
+  return all_ok ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0, n = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  config cfg;
+  if (!parse(argc, argv, cfg)) {
+    if (rank == 0)
+      std::fprintf(stderr,
+                   "usage: coll-perf [--op all|allreduce|allgather|reduce_scatter|alltoall] [--min B] [--max B] "
+                   "[--factor F] [--iters N] [--chunk B] [--slots N] [--transport UCX_TLS] [--no-check]\n");
+    MPI_Finalize();
+    return 2;
+  }
+  const int status = run(cfg, rank, n);  // fabrix objects are gone before MPI_Finalize
+  MPI_Finalize();
+  return status;
+}
