@@ -1,9 +1,6 @@
 // The libfabric domain's address blob — what connect() takes from a peer:
 //   "FBXF" u16 version  u64 nonce  u64 node  u32 pid  u64 start_time
-//   u8[16] secret  u64 flush_address  u8[10] flush_key  u32 length
-//   + the endpoint name from fi_getname (length bytes)
-// The flush word is an 8-byte region with remote read access that flush
-// reads on ordered providers (post.hpp); flush_key is its key (key.hpp).
+//   u8[16] secret  u32 length  + the endpoint name from fi_getname (length bytes)
 // The secret seals the peer's remote_buffers (see remote_buffer.hpp); it
 // travels only in this blob, i.e. over the bootstrap.
 #pragma once
@@ -11,7 +8,6 @@
 #include <fabrix/detail/little_endian.hpp>
 #include <fabrix/detail/process_identity.hpp>
 #include <fabrix/detail/siphash.hpp>
-#include <fabrix/ofi/key.hpp>
 #include <fabrix/result.hpp>
 
 #include <cstring>
@@ -24,12 +20,10 @@ struct peer_address {
   std::uint64_t nonce = 0;
   fabrix::detail::process_identity process;
   fabrix::detail::seal_key secret{};
-  std::uint64_t flush_address = 0;
-  remote_key flush_key;
   std::span<const std::byte> name;  // fi_getname bytes; points into the parsed blob
 };
 
-inline constexpr std::size_t address_header = 72;
+inline constexpr std::size_t address_header = 54;
 inline constexpr std::uint16_t address_version = 1;
 inline constexpr std::size_t max_name_size = 4096;
 
@@ -43,10 +37,6 @@ inline std::vector<std::byte> encode_address(const peer_address& a) {
   w.put<std::uint32_t>(a.process.pid);
   w.put<std::uint64_t>(a.process.start_time);
   w.put_bytes(reinterpret_cast<const std::byte*>(a.secret.data()), a.secret.size());
-  w.put<std::uint64_t>(a.flush_address);
-  std::byte key[key_blob_size];
-  encode_key(a.flush_key, key);
-  w.put_bytes(key, key_blob_size);
   w.put<std::uint32_t>(static_cast<std::uint32_t>(a.name.size()));
   w.put_bytes(a.name.data(), a.name.size());
   return blob;
@@ -67,11 +57,6 @@ inline result<peer_address> parse_address(std::span<const std::byte> blob) {
   a.process.start_time = r.get<std::uint64_t>();
   std::memcpy(a.secret.data(), r.position(), a.secret.size());
   r.skip(a.secret.size());
-  a.flush_address = r.get<std::uint64_t>();
-  const auto key = decode_key(std::span<const std::byte>(r.position(), key_blob_size));
-  if (!key) return unexpected(status::invalid_argument, "libfabric address blob with a malformed flush key", "ofi");
-  a.flush_key = *key;
-  r.skip(key_blob_size);
   const auto len = r.get<std::uint32_t>();
   if (len == 0 || len > max_name_size || len != blob.size() - address_header)
     return unexpected(status::invalid_argument, "libfabric address blob length does not match", "ofi");

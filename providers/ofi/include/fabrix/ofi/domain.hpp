@@ -138,12 +138,7 @@ class domain_impl {
     std::size_t len = name.size();
     if (int ret = fi_getname(&d_->ep->fid, name.data(), &len); ret != 0) return detail::fail(ret, "fi_getname");
     name.resize(len);
-    const detail::peer_address me{d_->nonce,
-                                  d_->self,
-                                  d_->secret,
-                                  reinterpret_cast<std::uintptr_t>(d_->flush_word.get()),
-                                  d_->flush_key,
-                                  name};
+    const detail::peer_address me{d_->nonce, d_->self, d_->secret, name};
     return detail::encode_address(me);
   }
 
@@ -155,8 +150,6 @@ class domain_impl {
     p->nonce = peer->nonce;
     p->peer_secret = peer->secret;
     p->identity = peer->process;
-    p->flush_address = peer->flush_key.target(peer->flush_address, 0);
-    p->flush_key = peer->flush_key;
     p->watched = peer->process.node == d_->self.node;
     const int n = fi_av_insert(d_->av, peer->name.data(), 1, &p->addr, 0, nullptr);
     if (n != 1) return detail::fail(n < 0 ? n : -FI_EINVAL, "fi_av_insert of the peer's address");

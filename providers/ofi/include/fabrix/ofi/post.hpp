@@ -92,7 +92,7 @@ inline status post_one(peer_state& p, const operation& o) {
   op_slot* op = d.ops.take();
   if (op == nullptr) return status::again;
   fill_slot(d, p, op, o, key);
-  if (!p.parked.empty() || (needs_quiet(d, o.code) && p.inflight > 0)) {
+  if (!p.parked.empty() || (needs_quiet(o.code) && p.inflight > 0)) {
     op->st = slot_state::parked;
     p.parked.push_back(op);
     return status::ok;

@@ -30,9 +30,7 @@ namespace fabrix::ofi::detail {
 
 // Operations that wait, parked, until nothing earlier is in flight on
 // their queue pair (see post.hpp).
-inline bool needs_quiet(const domain_state& d, opcode op) noexcept {
-  return op == opcode::flush || (op == opcode::write_with_imm && !d.ordered);
-}
+inline bool needs_quiet(opcode op) noexcept { return op == opcode::flush || op == opcode::write_with_imm; }
 
 // Pushes the completion of `op` with status `s` and returns the slot.
 inline void finish(domain_state& d, op_slot* op, status s, int native = 0) {
@@ -77,18 +75,22 @@ inline ssize_t submit(domain_state& d, op_slot* op) {
     case opcode::write:
     case opcode::write_with_imm:
     case opcode::read: {
-      fi_rma_iov rma{op->raddr, op->c.bytes, op->rkey};
+      // A split write_with_imm: first its data, then the notification alone.
+      const bool split = op->c.op == opcode::write_with_imm && d.split_imm;
+      const bool data_only = split && !op->notify_stage && op->c.bytes > 0;
+      const bool notify_only = split && !data_only;
+      fi_rma_iov rma{op->raddr, notify_only ? 0 : op->c.bytes, op->rkey};
       fi_msg_rma msg{};
       msg.msg_iov = op->iov;
       msg.desc = op->desc;
-      msg.iov_count = op->iov_count;
+      msg.iov_count = notify_only ? 0 : op->iov_count;
       msg.addr = p.addr;
       msg.rma_iov = &rma;
       msg.rma_iov_count = 1;
       msg.context = ctx;
       if (op->c.op == opcode::read) return fi_readmsg(d.ep, &msg, FI_COMPLETION);
-      std::uint64_t flags = FI_COMPLETION | (d.ordered ? 0 : FI_DELIVERY_COMPLETE);
-      if (op->c.op == opcode::write_with_imm) {
+      std::uint64_t flags = FI_COMPLETION | (notify_only ? 0 : FI_DELIVERY_COMPLETE);
+      if (op->c.op == opcode::write_with_imm && !data_only) {
         flags |= FI_REMOTE_CQ_DATA;
         msg.data = op->c.imm;
         if (d.cq_data_carries_length) {
@@ -113,7 +115,7 @@ inline ssize_t submit(domain_state& d, op_slot* op) {
       msg.addr = p.addr;
       msg.tag = d.nonce;
       msg.context = ctx;
-      return fi_tsendmsg(d.ep, &msg, FI_COMPLETION | (d.ordered ? 0 : FI_DELIVERY_COMPLETE));
+      return fi_tsendmsg(d.ep, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
     }
     case opcode::recv: {
       fi_msg_tagged msg{};
@@ -126,9 +128,7 @@ inline ssize_t submit(domain_state& d, op_slot* op) {
       msg.context = ctx;
       return fi_trecvmsg(d.ep, &msg, FI_COMPLETION);
     }
-    case opcode::flush:  // ordered providers: read the peer's flush word, behind every earlier write
-      return fi_read(d.ep, &d.operands[2 * i], sizeof(std::uint64_t), d.operand_desc, p.addr, p.flush_address,
-                     p.flush_key.key, ctx);
+    case opcode::flush:
     case opcode::remote_write_imm: break;
   }
   return 0;
@@ -138,7 +138,7 @@ inline ssize_t submit(domain_state& d, op_slot* op) {
 // happened; the slot is still the caller's), or the error of a refused post.
 inline status start(domain_state& d, op_slot* op, int& native) {
   native = 0;
-  if (op->c.op == opcode::flush && !d.ordered) {  // delivery-complete providers: nothing left to wait for
+  if (op->c.op == opcode::flush) {  // nothing earlier is in flight: everything is delivered
     finish(d, op, status::ok);
     return status::ok;
   }
@@ -158,7 +158,7 @@ inline status start(domain_state& d, op_slot* op, int& native) {
 // at the front waits until nothing earlier is in flight.
 inline void drain(domain_state& d, peer_state& p) {
   while (op_slot* op = p.parked.head) {
-    if (needs_quiet(d, op->c.op) && p.inflight > 0) return;
+    if (needs_quiet(op->c.op) && p.inflight > 0) return;
     int native = 0;
     const status s = start(d, op, native);
     if (s == status::again) return;  // the send queue is full: retry on the next poll
@@ -187,6 +187,15 @@ inline void on_entry(domain_state& d, const fi_cq_data_entry& e) {
     return;
   }
   if (op->c.op == opcode::recv) op->c.bytes = e.len;
+  if (op->c.op == opcode::write_with_imm && d.split_imm && !op->notify_stage && op->c.bytes > 0 && op->peer) {
+    // The data is delivered: the notification goes next, ahead of what queued behind it.
+    if (op->counted) --op->peer->inflight;
+    op->counted = false;
+    op->notify_stage = true;
+    op->st = slot_state::parked;
+    op->peer->parked.push_front(op);
+    return;
+  }
   finish(d, op, status::ok);
 }
 

@@ -130,20 +130,13 @@ inline result<void> open_objects(domain_state& d, std::size_t max_outstanding) {
   d.atomics = fi_query_atomic(d.domain, FI_UINT64, FI_SUM, &aa, FI_FETCH_ATOMIC) == 0 &&
               fi_query_atomic(d.domain, FI_UINT64, FI_CSWAP, &aa, FI_COMPARE_ATOMIC) == 0;
 
-  // Ordered: the target applies reads, writes and atomics from one endpoint
-  // in posting order (rxm over tcp: one stream; shm: one command queue).
-  constexpr std::uint64_t needed = FI_ORDER_RAW | FI_ORDER_WAW | FI_ORDER_RAS;
-  d.ordered = ((info->rx_attr->msg_order | info->tx_attr->msg_order) & needed) == needed;
+  d.split_imm = std::strcmp(info->fabric_attr->prov_name, "shm") == 0;
 
   auto mr = register_range(d, d.operands.get(), 2 * max_outstanding * sizeof(std::uint64_t),
                            FI_READ | FI_WRITE | FI_SEND | FI_RECV);
   if (!mr) return unexpected(std::move(mr).error());
   d.operand_mr = *mr;
   d.operand_desc = fi_mr_desc(d.operand_mr);
-  auto fmr = register_range(d, d.flush_word.get(), sizeof(std::uint64_t), FI_REMOTE_READ);
-  if (!fmr) return unexpected(std::move(fmr).error());
-  d.flush_mr = *fmr;
-  d.flush_key = remote_key{fi_mr_key(d.flush_mr), (d.mr_mode & FI_MR_VIRT_ADDR) != 0};
   return {};
 }
 

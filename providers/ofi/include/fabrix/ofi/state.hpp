@@ -45,6 +45,7 @@ struct op_slot {
   peer_state* peer = nullptr;
   slot_state st = slot_state::free;
   bool counted = false;  // in peer->inflight
+  bool notify_stage = false;  // a split write_with_imm whose data has been delivered
   // What to post, kept so that a parked operation can be posted later.
   std::uint32_t iov_count = 0;
   iovec iov[max_iov]{};
@@ -71,6 +72,11 @@ struct op_list {
       head = op;
     tail = op;
   }
+  void push_front(op_slot* op) noexcept {
+    op->next = head;
+    head = op;
+    if (!tail) tail = op;
+  }
   op_slot* pop_front() noexcept {
     op_slot* op = head;
     if (op) {
@@ -95,9 +101,10 @@ struct domain_state {
   bool atomics = false;        // FI_UINT64 FI_SUM (fetch) and FI_CSWAP are valid
   std::size_t iov_limit = 1;   // local slices per write/read/send
   bool cq_data_carries_length = false;  // cq_data_size >= 8: imm in the low half, length in the high half
-  // The target places RMA and atomic data in posting order (FI_ORDER_RAW and
-  // FI_ORDER_WAW): see post.hpp for what that changes.
-  bool ordered = false;
+  // write_with_imm goes as two writes: the data, then (once delivered) a
+  // zero-length write carrying the value. shm 1.17 never completes a write
+  // that has both FI_REMOTE_CQ_DATA and FI_DELIVERY_COMPLETE.
+  bool split_imm = false;
 
   std::uint64_t nonce = 0;            // random: names this domain in remote_buffers and tags its sends
   fabrix::detail::seal_key secret{};  // random: seals our remote_buffers; given to connected peers
@@ -111,10 +118,6 @@ struct domain_state {
   std::unique_ptr<std::uint64_t[]> operands;
   fid_mr* operand_mr = nullptr;
   void* operand_desc = nullptr;
-  // The word peers read to flush (ordered providers); remote read only.
-  std::unique_ptr<std::uint64_t> flush_word = std::make_unique<std::uint64_t>(0);
-  fid_mr* flush_mr = nullptr;
-  remote_key flush_key;
 
   std::vector<peer_state*> peers;  // connected endpoints (for liveness and parked queues)
   fabrix::detail::process_identity self = fabrix::detail::self_identity();
@@ -132,7 +135,6 @@ struct domain_state {
   domain_state(const domain_state&) = delete;
   domain_state& operator=(const domain_state&) = delete;
   ~domain_state() {
-    if (flush_mr) fi_close(&flush_mr->fid);
     if (operand_mr) fi_close(&operand_mr->fid);
     if (ep) fi_close(&ep->fid);
     if (av) fi_close(&av->fid);
@@ -157,8 +159,6 @@ struct peer_state {
   std::uint64_t nonce = 0;                 // the peer domain's: tags its sends, owns its regions
   fabrix::detail::seal_key peer_secret{};  // verifies the peer's remote_buffers
   fabrix::detail::process_identity identity;
-  std::uint64_t flush_address = 0;  // the peer's flush word
-  remote_key flush_key;
   bool watched = false;  // on this node: fabrix checks the process itself
   bool failed = false;
   bool established = false;  // libfabric has accepted a post to this peer (rxm and shm connect on first use)
