@@ -21,8 +21,6 @@
 #include <rdma/fi_tagged.h>
 
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -47,7 +45,6 @@ inline void finish(domain_state& d, op_slot* op, status s, int native = 0) {
 // slots go back to the pool then).
 inline void fail_peer(domain_state& d, peer_state& p, int why) {
   if (p.failed) return;
-  if (std::getenv("FABRIX_OFI_DEBUG")) std::fprintf(stderr, "ofi: peer failed: %s\n", fi_strerror(why));
   p.failed = true;
   p.failure = why;
   const status s = to_status(why);
@@ -105,8 +102,7 @@ inline ssize_t submit(domain_state& d, op_slot* op) {
                              op->raddr, op->rkey, FI_UINT64, FI_SUM, ctx);
     case opcode::compare_swap:
       return fi_compare_atomic(d.ep, &d.operands[2 * i], 1, d.operand_desc, &d.operands[2 * i + 1], d.operand_desc,
-                               op->iov[0].iov_base, op->desc[0], p.addr, op->raddr, op->rkey, FI_UINT64, FI_CSWAP,
-                               ctx);
+                               op->iov[0].iov_base, op->desc[0], p.addr, op->raddr, op->rkey, FI_UINT64, FI_CSWAP, ctx);
     case opcode::send: {
       fi_msg_tagged msg{};
       msg.msg_iov = op->iov;
@@ -115,13 +111,18 @@ inline ssize_t submit(domain_state& d, op_slot* op) {
       msg.addr = p.addr;
       msg.tag = d.nonce;
       msg.context = ctx;
-      return fi_tsendmsg(d.ep, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
+      return fi_tsendmsg(d.ep, &msg, FI_COMPLETION);
     }
     case opcode::recv: {
       fi_msg_tagged msg{};
       msg.msg_iov = op->iov;
       msg.desc = op->desc;
       msg.iov_count = op->iov_count;
+      if (d.discard_mr) {  // op->iov has room: a recv has one local slice
+        op->iov[op->iov_count] = iovec{d.discard.get(), domain_state::discard_size};
+        op->desc[op->iov_count] = fi_mr_desc(d.discard_mr);
+        msg.iov_count = op->iov_count + 1;
+      }
       msg.addr = FI_ADDR_UNSPEC;
       msg.tag = p.nonce;
       msg.ignore = 0;
@@ -186,7 +187,14 @@ inline void on_entry(domain_state& d, const fi_cq_data_entry& e) {
     d.ops.give_back(op);
     return;
   }
-  if (op->c.op == opcode::recv) op->c.bytes = e.len;
+  if (op->c.op == opcode::recv) {
+    op->c.bytes = e.len;
+    if (e.len > op->iov[0].iov_len) {  // spilled into the discard tail
+      op->c.bytes = op->iov[0].iov_len;
+      finish(d, op, status::truncated);
+      return;
+    }
+  }
   if (op->c.op == opcode::write_with_imm && d.split_imm && !op->notify_stage && op->c.bytes > 0 && op->peer) {
     // The data is delivered: the notification goes next, ahead of what queued behind it.
     if (op->counted) --op->peer->inflight;
@@ -206,8 +214,6 @@ inline void on_error(domain_state& d) {
   const char* prov = fi_cq_strerror(d.cq, err.prov_errno, err.err_data, text, sizeof(text));
   d.last_error = std::string(fi_strerror(err.err)) + " (provider " + std::to_string(err.prov_errno) +
                  (prov && *prov ? ": " + std::string(prov) : std::string()) + ")";
-  if (std::getenv("FABRIX_OFI_DEBUG")) std::fprintf(stderr, "ofi error: %s\n", d.last_error.c_str());
-  if (std::getenv("FABRIX_OFI_DEBUG")) std::fprintf(stderr, "ofi error: %s\n", d.last_error.c_str());
   if (err.op_context == nullptr) {
     ++d.stray_errors;
     return;

@@ -137,14 +137,21 @@ inline result<void> open_objects(domain_state& d, std::size_t max_outstanding) {
   if (!mr) return unexpected(std::move(mr).error());
   d.operand_mr = *mr;
   d.operand_desc = fi_mr_desc(d.operand_mr);
+  if (d.iov_limit >= 2) {
+    auto dmr = register_range(d, d.discard.get(), domain_state::discard_size, FI_RECV);
+    if (!dmr) return unexpected(std::move(dmr).error());
+    d.discard_mr = *dmr;
+  }
   return {};
 }
 
 // "FI_MR_LOCAL|FI_MR_VIRT_ADDR" — the handled bits the provider asked for.
 inline std::string mr_mode_names(std::uint64_t mode) {
-  static constexpr std::pair<std::uint64_t, const char*> names[] = {
-      {FI_MR_LOCAL, "FI_MR_LOCAL"},       {FI_MR_VIRT_ADDR, "FI_MR_VIRT_ADDR"}, {FI_MR_ALLOCATED, "FI_MR_ALLOCATED"},
-      {FI_MR_PROV_KEY, "FI_MR_PROV_KEY"}, {FI_MR_ENDPOINT, "FI_MR_ENDPOINT"}};
+  static constexpr std::pair<std::uint64_t, const char*> names[] = {{FI_MR_LOCAL, "FI_MR_LOCAL"},
+                                                                    {FI_MR_VIRT_ADDR, "FI_MR_VIRT_ADDR"},
+                                                                    {FI_MR_ALLOCATED, "FI_MR_ALLOCATED"},
+                                                                    {FI_MR_PROV_KEY, "FI_MR_PROV_KEY"},
+                                                                    {FI_MR_ENDPOINT, "FI_MR_ENDPOINT"}};
   std::string out;
   for (const auto& [bit, name] : names) {
     if ((mode & bit) == 0) continue;

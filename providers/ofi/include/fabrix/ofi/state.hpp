@@ -44,7 +44,7 @@ struct op_slot {
   completion c{};
   peer_state* peer = nullptr;
   slot_state st = slot_state::free;
-  bool counted = false;  // in peer->inflight
+  bool counted = false;       // in peer->inflight
   bool notify_stage = false;  // a split write_with_imm whose data has been delivered
   // What to post, kept so that a parked operation can be posted later.
   std::uint32_t iov_count = 0;
@@ -98,8 +98,8 @@ struct domain_state {
   int wait_fd = -1;  // the CQ's FI_WAIT_FD, or -1 (wait() then sleeps in short slices)
   std::uint64_t mr_mode = 0;
   bool manual_progress = true;
-  bool atomics = false;        // FI_UINT64 FI_SUM (fetch) and FI_CSWAP are valid
-  std::size_t iov_limit = 1;   // local slices per write/read/send
+  bool atomics = false;                 // FI_UINT64 FI_SUM (fetch) and FI_CSWAP are valid
+  std::size_t iov_limit = 1;            // local slices per write/read/send
   bool cq_data_carries_length = false;  // cq_data_size >= 8: imm in the low half, length in the high half
   // write_with_imm goes as two writes: the data, then (once delivered) a
   // zero-length write carrying the value. shm 1.17 never completes a write
@@ -119,22 +119,29 @@ struct domain_state {
   fid_mr* operand_mr = nullptr;
   void* operand_desc = nullptr;
 
+  // The tail every recv gets after the caller's buffer: an oversized message
+  // spills here and completes as truncated, instead of libfabric truncating
+  // it (tcp;ofi_rxm 1.17 drops the connection when it truncates). Contents
+  // are never read.
+  static constexpr std::size_t discard_size = std::size_t{1} << 20;
+  std::unique_ptr<std::byte[]> discard = std::make_unique<std::byte[]>(discard_size);
+  fid_mr* discard_mr = nullptr;
+
   std::vector<peer_state*> peers;  // connected endpoints (for liveness and parked queues)
   fabrix::detail::process_identity self = fabrix::detail::self_identity();
   std::chrono::steady_clock::time_point next_liveness_check{};
   std::uint32_t polls_since_check = 0;
 
-  std::string last_error;                 // text of the latest error completion
-  std::uint64_t stray_errors = 0;         // error entries with no operation of ours
+  std::string last_error;          // text of the latest error completion
+  std::uint64_t stray_errors = 0;  // error entries with no operation of ours
   std::uint64_t dropped_notifications = 0;
 
   explicit domain_state(std::size_t max_outstanding)
-      : ring(max_outstanding),
-        ops(max_outstanding),
-        operands(std::make_unique<std::uint64_t[]>(2 * max_outstanding)) {}
+      : ring(max_outstanding), ops(max_outstanding), operands(std::make_unique<std::uint64_t[]>(2 * max_outstanding)) {}
   domain_state(const domain_state&) = delete;
   domain_state& operator=(const domain_state&) = delete;
   ~domain_state() {
+    if (discard_mr) fi_close(&discard_mr->fid);
     if (operand_mr) fi_close(&operand_mr->fid);
     if (ep) fi_close(&ep->fid);
     if (av) fi_close(&av->fid);
@@ -161,8 +168,8 @@ struct peer_state {
   fabrix::detail::process_identity identity;
   bool watched = false;  // on this node: fabrix checks the process itself
   bool failed = false;
-  bool established = false;  // libfabric has accepted a post to this peer (rxm and shm connect on first use)
-  int failure = 0;            // FI_E* (positive) that failed it
+  bool established = false;    // libfabric has accepted a post to this peer (rxm and shm connect on first use)
+  int failure = 0;             // FI_E* (positive) that failed it
   std::uint32_t inflight = 0;  // posted, not yet completed (recvs excluded)
   op_list parked;
   std::vector<verified_region> regions;  // verified once per remote region
