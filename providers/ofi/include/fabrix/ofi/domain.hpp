@@ -183,6 +183,8 @@ class domain_impl {
   int wait_fd() const noexcept { return d_->wait_fd; }
   // Text of the latest error completion (fi_strerror + fi_cq_strerror).
   const std::string& last_error() const noexcept { return d_->last_error; }
+  // Error entries that named no operation of ours (e.g. a target-side error).
+  std::uint64_t stray_errors() const noexcept { return d_->stray_errors; }
 
  private:
   explicit domain_impl(std::unique_ptr<detail::domain_state> d) : d_(std::move(d)) {}

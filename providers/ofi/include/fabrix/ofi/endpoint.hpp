@@ -54,10 +54,7 @@ class endpoint_impl {
     detail::fill_slot(d, *p_, op, o, nullptr);
     op->raddr = target;
     op->rkey = key;
-    int native = 0;
-    const status s = detail::start(d, op, native);
-    if (s != status::ok) d.ops.give_back(op);
-    return s;
+    return detail::post_slot(*p_, op);
   }
 
  private:

@@ -80,19 +80,11 @@ inline void fill_slot(domain_state& d, peer_state& p, op_slot* op, const operati
   }
 }
 
-inline status post_one(peer_state& p, const operation& o) {
+// Posts a filled slot now, or parks it (see above). On anything but ok the
+// slot is back in the pool.
+inline status post_slot(peer_state& p, op_slot* op) {
   domain_state& d = *p.dom;
-  if (p.failed) return status::peer_unreachable;
-  if (o.locals().size() > d.iov_limit && o.code != opcode::flush) return status::invalid_argument;
-  const remote_key* key = nullptr;
-  if (fabrix::detail::uses_remote(o.code)) {
-    key = key_for(p, *o.remote.buffer);
-    if (key == nullptr) return status::invalid_argument;
-  }
-  op_slot* op = d.ops.take();
-  if (op == nullptr) return status::again;
-  fill_slot(d, p, op, o, key);
-  if (!p.parked.empty() || (needs_quiet(o.code) && p.inflight > 0)) {
+  if (!p.parked.empty() || (needs_quiet(op->c.op) && p.inflight > 0)) {
     op->st = slot_state::parked;
     p.parked.push_back(op);
     return status::ok;
@@ -106,6 +98,21 @@ inline status post_one(peer_state& p, const operation& o) {
   }
   if (s != status::ok) d.ops.give_back(op);
   return s;
+}
+
+inline status post_one(peer_state& p, const operation& o) {
+  domain_state& d = *p.dom;
+  if (p.failed) return status::peer_unreachable;
+  if (o.locals().size() > d.iov_limit && o.code != opcode::flush) return status::invalid_argument;
+  const remote_key* key = nullptr;
+  if (fabrix::detail::uses_remote(o.code)) {
+    key = key_for(p, *o.remote.buffer);
+    if (key == nullptr) return status::invalid_argument;
+  }
+  op_slot* op = d.ops.take();
+  if (op == nullptr) return status::again;
+  fill_slot(d, p, op, o, key);
+  return post_slot(p, op);
 }
 
 }  // namespace fabrix::ofi::detail
