@@ -3,6 +3,7 @@
 # Sourced by test.sh and demo.sh; needs root (or sudo) only when installing.
 set -euo pipefail
 fabrix_packages=(meson ninja-build g++ pkg-config cmake python3 doctest-dev libucx-dev ucx-utils
+                 libfabric-dev libfabric-bin
                  clang libclang-rt-14-dev clang-format)
 missing=()
 for p in "${fabrix_packages[@]}"; do
