@@ -1,7 +1,9 @@
 // The libfabric provider (FI_EP_RDM). Including this header registers "ofi"
 // with fabrix::open() as well (priority 40, after "ucx").
 //
-//   fabrix::ofi::domain dom = fabrix::ofi::domain::create({.transport = "tcp;ofi_rxm"}).value();
+//   fabrix::domain_options opts;
+//   opts.transport = "tcp;ofi_rxm";
+//   fabrix::ofi::domain dom = fabrix::ofi::domain::create(opts).value();
 //
 // domain_options::transport is a libfabric provider name ("tcp;ofi_rxm",
 // "shm", "verbs;ofi_rxm", "efa", ...); empty lets libfabric choose. Tested:
