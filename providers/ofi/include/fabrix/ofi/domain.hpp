@@ -65,10 +65,10 @@ class domain_impl {
     if (!info) return unexpected(std::move(info).error());
     auto d = std::make_unique<detail::domain_state>(opts.max_outstanding);
     d->info = *info;
-    if (auto r = detail::open_objects(*d, opts.max_outstanding); !r) return unexpected(r.error());
     std::random_device rd;
     d->nonce = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
     for (auto& b : d->secret) b = static_cast<std::uint8_t>(rd());
+    if (auto r = detail::open_objects(*d, opts.max_outstanding); !r) return unexpected(r.error());
     return domain_impl(std::move(d));
   }
 

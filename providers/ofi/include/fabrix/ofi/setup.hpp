@@ -26,7 +26,15 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
 
+#include <dirent.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -94,6 +102,36 @@ inline result<fid_mr*> register_range(domain_state& d, void* addr, std::size_t l
   return mr;
 }
 
+// shm names its shared-memory region after the endpoint (default "<pid>:<n>:<n>"
+// in /dev/shm). A process that ends without closing its domain (killed, or
+// _Exit) leaves the region behind, and a later process with the same pid then
+// fails fi_enable with EBUSY. fabrix names the region "fabrix_<pid>_<nonce>"
+// instead, and removes regions of that form whose process is gone.
+inline std::string shm_region_name(std::uint64_t nonce) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "fabrix_%d_%016llx", static_cast<int>(::getpid()),
+                static_cast<unsigned long long>(nonce));
+  return buf;
+}
+
+inline void remove_stale_shm_regions() {
+  DIR* dir = ::opendir("/dev/shm");
+  if (!dir) return;
+  const uid_t me = ::geteuid();
+  while (const dirent* e = ::readdir(dir)) {
+    int pid = 0;
+    char rest[32] = {};
+    if (std::sscanf(e->d_name, "fabrix_%d_%16[0-9a-f]", &pid, rest) != 2 || std::strlen(rest) != 16 || pid <= 0)
+      continue;
+    struct stat st {};
+    const std::string path = std::string("/dev/shm/") + e->d_name;
+    if (::stat(path.c_str(), &st) != 0 || st.st_uid != me) continue;
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // its process still runs (or is not ours to judge)
+    ::shm_unlink(e->d_name);
+  }
+  ::closedir(dir);
+}
+
 // Opens fabric, domain, CQ, AV and endpoint for d.info, and fills the
 // provider facts in `d`.
 inline result<void> open_objects(domain_state& d, std::size_t max_outstanding) {
@@ -119,6 +157,12 @@ inline result<void> open_objects(domain_state& d, std::size_t max_outstanding) {
   if (int ret = fi_endpoint(d.domain, info, &d.ep, nullptr); ret != 0) return fail(ret, "fi_endpoint");
   if (int ret = fi_ep_bind(d.ep, &d.av->fid, 0); ret != 0) return fail(ret, "fi_ep_bind(av)");
   if (int ret = fi_ep_bind(d.ep, &d.cq->fid, FI_TRANSMIT | FI_RECV); ret != 0) return fail(ret, "fi_ep_bind(cq)");
+  if (std::strcmp(info->fabric_attr->prov_name, "shm") == 0) {
+    remove_stale_shm_regions();
+    const std::string name = shm_region_name(d.nonce);
+    if (int ret = fi_setname(&d.ep->fid, const_cast<char*>(name.c_str()), name.size() + 1); ret != 0)
+      return fail(ret, "fi_setname(" + name + ")");
+  }
   if (int ret = fi_enable(d.ep); ret != 0) return fail(ret, "fi_enable");
 
   d.mr_mode = static_cast<std::uint64_t>(info->domain_attr->mr_mode);
