@@ -4,6 +4,7 @@
 set -euo pipefail
 fabrix_packages=(meson ninja-build g++ pkg-config cmake python3 doctest-dev libucx-dev ucx-utils
                  clang libclang-rt-14-dev clang-format
+                 libfabric-dev libfabric-bin                                       # providers/ofi
                  libibverbs-dev librdmacm-dev rdma-core ibverbs-utils              # providers/verbs
                  python3-matplotlib                                                # perf/plot.py
                  qemu-system-x86 busybox-static perftest iproute2                  # tests/vm

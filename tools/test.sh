@@ -46,7 +46,8 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print
 # ranks crash with SIGSEGV), so they are turned off for this run.
 meson setup build-ci-tsan -Dwerror=true -Db_sanitize=thread -Db_lundef=false -Dcuda=disabled -Dexamples=false >/dev/null
 ninja -C build-ci-tsan -j "$jobs" tests/unit/unit_core tests/unit/unit_bootstrap tests/unit/unit_ucx_parts \
-  tests/gpu/unit_cuda tests/conformance/conformance_ucx tests/collectives/collectives_ucx
+  tests/gpu/unit_cuda tests/conformance/conformance_ucx tests/collectives/collectives_ucx \
+  tests/unit/unit_ofi_parts tests/conformance/conformance_ofi
 UCX_MEM_EVENTS=no UCX_MEM_MALLOC_HOOKS=no TSAN_OPTIONS=halt_on_error=1 \
   meson test -C build-ci-tsan --no-rebuild --print-errorlogs --num-processes "$jobs" --suite unit --suite conformance \
   --suite collectives || status=1

@@ -1,0 +1,194 @@
+// The libfabric domain: fabric + domain + one FI_EP_RDM endpoint + its CQ and
+// address vector (setup.hpp), the completion ring and the operation pool.
+// Progress is fi_cq_read inside poll()/wait(); wait() sleeps on the CQ's
+// wait fd (fi_trywait, then poll(2)), or in 1 ms slices where the provider
+// has none. The address blob connect() takes is described in address.hpp.
+//
+// Memory registration honours every mode bit the provider reports:
+//   FI_MR_LOCAL      every local buffer is registered and its fi_mr_desc is
+//                    passed with every operation (atomic operands too: they
+//                    live in one region registered with the domain)
+//   FI_MR_VIRT_ADDR  peers target virtual addresses; without it, offsets
+//                    from the region's start (the key bytes say which)
+//   FI_MR_PROV_KEY   the provider picks keys; without it fabrix requests
+//                    keys unique within the domain
+//   FI_MR_ALLOCATED  only allocated memory is registered (always the case
+//                    for fabrix regions: callers register their buffers)
+//   FI_MR_ENDPOINT   each registration is bound to the endpoint and enabled
+//
+// Peer failure: libfabric's error completions (connection reset and the
+// like) fail the peer; peers on this node are also watched by process
+// (shared memory never reports a dead peer) every 100 ms of poll()/wait().
+// Either way a dead peer's operations complete with peer_unreachable.
+#pragma once
+
+#include <fabrix/capabilities.hpp>
+#include <fabrix/domain_options.hpp>
+#include <fabrix/memory.hpp>
+#include <fabrix/ofi/address.hpp>
+#include <fabrix/ofi/endpoint.hpp>
+#include <fabrix/ofi/progress.hpp>
+#include <fabrix/ofi/region.hpp>
+#include <fabrix/ofi/setup.hpp>
+#include <fabrix/ofi/state.hpp>
+#include <fabrix/ofi/status.hpp>
+#include <fabrix/remote_buffer.hpp>
+#include <fabrix/result.hpp>
+
+#include <poll.h>
+
+#include <chrono>
+#include <memory>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace fabrix::ofi {
+
+inline constexpr capabilities ofi_caps{
+    .rma = true,
+    .write_with_imm = true,
+    .atomics = true,
+    .send_recv = true,
+    .gpu = gpu_path::none,  // cuda_device registrations are refused (FI_HMEM: not yet)
+    .max_sge = static_cast<std::uint32_t>(detail::max_iov),
+    // tcp;ofi_rxm and shm progress data manually: the target must poll or wait.
+    .needs_target_progress = true,
+};
+
+class domain_impl {
+ public:
+  static result<domain_impl> create(const domain_options& opts) {
+    if (opts.max_outstanding == 0) return unexpected(status::invalid_argument, "max_outstanding must be > 0", "ofi");
+    auto info = detail::find_provider(opts);
+    if (!info) return unexpected(std::move(info).error());
+    auto d = std::make_unique<detail::domain_state>(opts.max_outstanding);
+    d->info = *info;
+    std::random_device rd;
+    d->nonce = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+    for (auto& b : d->secret) b = static_cast<std::uint8_t>(rd());
+    if (auto r = detail::open_objects(*d, opts.max_outstanding); !r) return unexpected(r.error());
+    return domain_impl(std::move(d));
+  }
+
+  result<region_impl> register_memory(void* addr, std::size_t len, memory_location where, access rights) {
+    if (where.kind != memory_kind::host)
+      return unexpected(status::unsupported, "the libfabric provider cannot register cuda_device memory yet", "ofi");
+    std::uint64_t acc = FI_READ | FI_WRITE | FI_SEND | FI_RECV;
+    if (allows(rights, access::remote_read)) acc |= FI_REMOTE_READ;
+    if (allows(rights, access::remote_write)) acc |= FI_REMOTE_WRITE;
+    // libfabric has no separate atomic right: atomics need remote read and write.
+    if (allows(rights, access::remote_atomic)) acc |= FI_REMOTE_READ | FI_REMOTE_WRITE;
+    auto mr = detail::register_range(*d_, addr, len, acc);
+    if (!mr) return unexpected(std::move(mr).error());
+
+    remote_buffer rb;
+    rb.provider = provider_id::ofi;
+    rb.rights = rights;
+    rb.location = where;
+    rb.address = reinterpret_cast<std::uintptr_t>(addr);
+    rb.length = len;
+    rb.owner = d_->nonce;
+    rb.epoch = d_->next_epoch++;
+    rb.key_size = static_cast<std::uint16_t>(detail::key_blob_size);
+    const detail::remote_key key{fi_mr_key(*mr), (d_->mr_mode & FI_MR_VIRT_ADDR) != 0};
+    detail::encode_key(key, std::span<std::byte, detail::key_blob_size>(rb.key.data(), detail::key_blob_size));
+    rb.seal = rb.compute_seal(d_->secret);
+    return region_impl(*mr, rb);
+  }
+
+  std::size_t poll(std::span<completion> out) {
+    for (int round = 0; round < 4 && d_->ring.size() < out.size(); ++round) {
+      if (detail::progress(*d_) == 0) break;
+    }
+    return d_->ring.drain(out);
+  }
+
+  status wait(std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      if (!d_->ring.empty()) return status::ok;
+      if (detail::progress(*d_) != 0) continue;
+      if (!d_->ring.empty()) return status::ok;
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return status::timed_out;
+      if (detail::has_watched(*d_)) {  // wake up for the liveness check
+        left = std::min(left, std::chrono::milliseconds(100));
+        d_->polls_since_check |= 63;
+      }
+      if (d_->wait_fd < 0) {
+        ::poll(nullptr, 0, static_cast<int>(std::min<long>(left.count(), 1)));
+        continue;
+      }
+      fid* f = &d_->cq->fid;
+      const int armed = fi_trywait(d_->fabric, &f, 1);
+      if (armed == -FI_EAGAIN) continue;  // something to read first
+      if (armed != FI_SUCCESS) {          // no usable fd after all: sleep in slices
+        ::poll(nullptr, 0, static_cast<int>(std::min<long>(left.count(), 1)));
+        continue;
+      }
+      pollfd pfd{d_->wait_fd, POLLIN, 0};
+      ::poll(&pfd, 1, static_cast<int>(left.count()));
+    }
+  }
+
+  result<std::vector<std::byte>> address() const {
+    std::vector<std::byte> name(detail::max_name_size);
+    std::size_t len = name.size();
+    if (int ret = fi_getname(&d_->ep->fid, name.data(), &len); ret != 0) return detail::fail(ret, "fi_getname");
+    name.resize(len);
+    const detail::peer_address me{d_->nonce, d_->self, d_->secret, name};
+    return detail::encode_address(me);
+  }
+
+  result<endpoint_impl> connect(std::span<const std::byte> blob) {
+    auto peer = detail::parse_address(blob);
+    if (!peer) return unexpected(std::move(peer).error());
+    auto p = std::make_unique<detail::peer_state>();
+    p->dom = d_.get();
+    p->nonce = peer->nonce;
+    p->peer_secret = peer->secret;
+    p->identity = peer->process;
+    p->watched = peer->process.node == d_->self.node;
+    const int n = fi_av_insert(d_->av, peer->name.data(), 1, &p->addr, 0, nullptr);
+    if (n != 1) return detail::fail(n < 0 ? n : -FI_EINVAL, "fi_av_insert of the peer's address");
+    d_->peers.push_back(p.get());
+    return endpoint_impl(std::move(p));
+  }
+
+  provider_id provider() const noexcept { return provider_id::ofi; }
+  std::uint64_t owner() const noexcept { return d_->nonce; }
+  capabilities runtime_caps() const noexcept {
+    capabilities c = ofi_caps;
+    c.atomics = d_->atomics;
+    c.max_sge = static_cast<std::uint32_t>(d_->iov_limit);
+    c.needs_target_progress = d_->manual_progress;
+    return c;
+  }
+  std::string describe() const {
+    const fi_info* i = d_->info;
+    return "ofi " + version() + ", provider " + i->fabric_attr->prov_name + ", fabric " + i->fabric_attr->name +
+           ", domain " + i->domain_attr->name + ", mr_mode " + detail::mr_mode_names(d_->mr_mode) + ", progress " +
+           (d_->manual_progress ? "manual" : "auto") + (d_->wait_fd >= 0 ? ", wait fd" : ", no wait fd");
+  }
+  static std::string version() {
+    const std::uint32_t v = fi_version();
+    return std::to_string(FI_MAJOR(v)) + "." + std::to_string(FI_MINOR(v));
+  }
+
+  // The provider's own names and bits, for tests and tools.
+  std::string provider_name() const { return d_->info->fabric_attr->prov_name; }
+  std::uint64_t mr_mode() const noexcept { return d_->mr_mode; }
+  int wait_fd() const noexcept { return d_->wait_fd; }
+  // Text of the latest error completion (fi_strerror + fi_cq_strerror).
+  const std::string& last_error() const noexcept { return d_->last_error; }
+  // Error entries that named no operation of ours (e.g. a target-side error).
+  std::uint64_t stray_errors() const noexcept { return d_->stray_errors; }
+
+ private:
+  explicit domain_impl(std::unique_ptr<detail::domain_state> d) : d_(std::move(d)) {}
+  std::unique_ptr<detail::domain_state> d_;
+};
+
+}  // namespace fabrix::ofi

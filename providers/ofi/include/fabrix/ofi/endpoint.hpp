@@ -1,0 +1,79 @@
+// A libfabric queue pair: one peer's address in the domain's address vector,
+// reached through the domain's single FI_EP_RDM endpoint (the provider side
+// of fabrix::queue_pair).
+//
+// Peer failure (see domain.hpp for how it is detected): in-flight and parked
+// operations complete with errors, later posts return peer_unreachable.
+// Destroying the endpoint cancels its posted receives (their completions say
+// canceled) and completes its parked operations as canceled; operations
+// already handed to libfabric still complete, without a peer.
+#pragma once
+
+#include <fabrix/local_slice.hpp>
+#include <fabrix/ofi/post.hpp>
+#include <fabrix/ofi/state.hpp>
+
+#include <algorithm>
+#include <memory>
+#include <span>
+
+namespace fabrix::ofi {
+
+class endpoint_impl {
+ public:
+  explicit endpoint_impl(std::unique_ptr<detail::peer_state> p) : p_(std::move(p)) {}
+  endpoint_impl(endpoint_impl&&) noexcept = default;
+  endpoint_impl& operator=(endpoint_impl&& o) noexcept {
+    if (this != &o) {
+      teardown();
+      p_ = std::move(o.p_);
+    }
+    return *this;
+  }
+  ~endpoint_impl() { teardown(); }
+
+  status post(std::span<const operation> ops, std::size_t& posted) {
+    for (posted = 0; posted < ops.size(); ++posted) {
+      if (status s = detail::post_one(*p_, ops[posted]); s != status::ok) return s;
+    }
+    return status::ok;
+  }
+
+  bool failed() const noexcept { return p_ && p_->failed; }
+
+  // For tests and diagnostics only: posts a write of `src` to the peer's raw
+  // libfabric address `target` with key `key`, bypassing every fabrix check
+  // (seal, range, rights). The target's provider must refuse what is not
+  // registered; the outcome arrives as the completion of `token`.
+  status post_unchecked_write(const local_slice& src, std::uint64_t target, std::uint64_t key, std::uint64_t token) {
+    detail::domain_state& d = *p_->dom;
+    if (p_->failed) return status::peer_unreachable;
+    detail::op_slot* op = d.ops.take();
+    if (op == nullptr) return status::again;
+    const operation o = op::write(src, remote_slice{}, token);
+    detail::fill_slot(d, *p_, op, o, nullptr);
+    op->raddr = target;
+    op->rkey = key;
+    return detail::post_slot(*p_, op);
+  }
+
+ private:
+  void teardown() noexcept {
+    if (!p_) return;
+    detail::peer_state& p = *p_;
+    detail::domain_state& d = *p.dom;
+    while (detail::op_slot* op = p.parked.pop_front()) detail::finish(d, op, status::canceled);
+    for (detail::op_slot* op = d.ops.begin(); op != d.ops.end(); ++op) {
+      if (op->peer != &p || op->st == detail::slot_state::free) continue;
+      if (op->st == detail::slot_state::posted && op->c.op == opcode::recv) fi_cancel(&d.ep->fid, &op->ctx);
+      op->peer = nullptr;
+      op->counted = false;
+    }
+    std::erase(d.peers, &p);
+    p_.reset();
+  }
+
+  std::unique_ptr<detail::peer_state> p_;
+};
+
+}  // namespace fabrix::ofi

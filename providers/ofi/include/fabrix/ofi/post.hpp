@@ -1,0 +1,118 @@
+// Posting one validated operation on a libfabric endpoint.
+//
+// Mapping: write -> fi_writemsg (FI_DELIVERY_COMPLETE); read -> fi_readmsg;
+// write_with_imm -> fi_writemsg with FI_REMOTE_CQ_DATA | FI_DELIVERY_COMPLETE;
+// fetch_add -> fi_fetch_atomic FI_SUM, compare_swap -> fi_compare_atomic
+// FI_CSWAP, both FI_UINT64; send / recv -> fi_tsendmsg / fi_trecvmsg (the tag
+// names the sending domain); flush -> nothing to post.
+//
+// Ordering. Every write, atomic and send is posted with FI_DELIVERY_COMPLETE,
+// so its completion means its data is in place at the target. A
+// write_with_imm or flush is *parked* in its queue pair's FIFO until every
+// operation posted before it on that queue pair has completed; operations
+// posted while something is parked queue behind it (no overtaking, so a
+// stream cannot starve it). So a notification is never visible before its
+// own data (libfabric writes the target's CQ entry after the data) nor before
+// the data of earlier operations on the queue pair, and a flush completes
+// after every earlier operation has completed at the target. The price: a
+// write_with_imm waits one completion round trip for earlier operations, if
+// any are in flight.
+//
+// Back-pressure: -FI_EAGAIN from libfabric is status::again to the caller,
+// except before the first post to a peer has been accepted: rxm and shm
+// set up the connection on first use and say -FI_EAGAIN meanwhile, so those
+// first operations wait in the FIFO and poll() posts them. An empty slot
+// pool (domain_options::max_outstanding) is status::again too.
+#pragma once
+
+#include <fabrix/detail/validate.hpp>
+#include <fabrix/ofi/progress.hpp>
+#include <fabrix/ofi/state.hpp>
+
+#include <cstring>
+
+namespace fabrix::ofi::detail {
+
+inline bool same_region(const remote_buffer& a, const remote_buffer& b) noexcept {
+  return a.owner == b.owner && a.epoch == b.epoch && a.seal == b.seal && a.address == b.address &&
+         a.length == b.length && a.rights == b.rights && a.key_size == b.key_size &&
+         std::memcmp(a.key.data(), b.key.data(), a.key_size) == 0;
+}
+
+// The key for `rb` on this endpoint: verified once per remote region (not per
+// operation) — the peer of this endpoint made it, nothing in it was changed
+// (its seal), and its key bytes decode. nullptr when refused.
+inline const remote_key* key_for(peer_state& p, const remote_buffer& rb) {
+  for (const auto& e : p.regions)
+    if (same_region(e.rb, rb)) return &e.key;
+  if (rb.owner != p.nonce || rb.seal != rb.compute_seal(p.peer_secret)) return nullptr;
+  const auto key = decode_key(rb.key_bytes());
+  if (!key) return nullptr;
+  p.regions.push_back({rb, *key});
+  return &p.regions.back().key;
+}
+
+// Fills a slot from `o`. `key` is null for operations without a remote side.
+inline void fill_slot(domain_state& d, peer_state& p, op_slot* op, const operation& o, const remote_key* key) {
+  op->peer = &p;
+  op->c.token = o.token;
+  op->c.op = o.code;
+  op->c.flags = o.flags;
+  op->c.imm = o.imm;
+  op->c.bytes = o.code == opcode::flush ? 0 : o.local_bytes();
+  op->iov_count = 0;
+  if (o.code != opcode::flush) {
+    for (const local_slice& l : o.locals()) {
+      op->iov[op->iov_count] = iovec{l.address, static_cast<std::size_t>(l.length)};
+      op->desc[op->iov_count] = l.descriptor;
+      ++op->iov_count;
+    }
+  }
+  if (key) {
+    op->raddr = key->target(o.remote.buffer->address, o.remote.offset);
+    op->rkey = key->key;
+  }
+  const std::size_t i = d.index_of(op);
+  if (o.code == opcode::fetch_add) d.operands[2 * i] = o.operand;
+  if (o.code == opcode::compare_swap) {
+    d.operands[2 * i] = o.operand;      // the value to swap in
+    d.operands[2 * i + 1] = o.compare;  // the expected value
+  }
+}
+
+// Posts a filled slot now, or parks it (see above). On anything but ok the
+// slot is back in the pool.
+inline status post_slot(peer_state& p, op_slot* op) {
+  domain_state& d = *p.dom;
+  if (!p.parked.empty() || (needs_quiet(op->c.op) && p.inflight > 0)) {
+    op->st = slot_state::parked;
+    p.parked.push_back(op);
+    return status::ok;
+  }
+  int native = 0;
+  const status s = start(d, op, native);
+  if (s == status::again && !p.established) {  // connecting: post it from poll() once it is up
+    op->st = slot_state::parked;
+    p.parked.push_back(op);
+    return status::ok;
+  }
+  if (s != status::ok) d.ops.give_back(op);
+  return s;
+}
+
+inline status post_one(peer_state& p, const operation& o) {
+  domain_state& d = *p.dom;
+  if (p.failed) return status::peer_unreachable;
+  if (o.locals().size() > d.iov_limit && o.code != opcode::flush) return status::invalid_argument;
+  const remote_key* key = nullptr;
+  if (fabrix::detail::uses_remote(o.code)) {
+    key = key_for(p, *o.remote.buffer);
+    if (key == nullptr) return status::invalid_argument;
+  }
+  op_slot* op = d.ops.take();
+  if (op == nullptr) return status::again;
+  fill_slot(d, p, op, o, key);
+  return post_slot(p, op);
+}
+
+}  // namespace fabrix::ofi::detail

@@ -1,0 +1,282 @@
+// How an operation moves from posted to completed, and what the CQ says.
+//
+// Completions: fi_cq_read (FI_CQ_FORMAT_DATA) drives progress and returns
+// finished operations, whose context is their op_slot. An entry flagged
+// FI_REMOTE_CQ_DATA is a peer's write_with_imm landing here: it becomes a
+// remote_write_imm completion. Error entries (-FI_EAVAIL) are read with
+// fi_cq_readerr; the operation completes with the matching fabrix status and
+// native_code = -FI_E*, and fi_strerror / fi_cq_strerror text goes to
+// domain_state::last_error.
+//
+// Parked operations (post.hpp) start from drain(), after completions have
+// been handled — never from inside a libfabric call.
+#pragma once
+
+#include <fabrix/ofi/state.hpp>
+#include <fabrix/ofi/status.hpp>
+
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+
+namespace fabrix::ofi::detail {
+
+// Operations that wait, parked, until nothing earlier is in flight on
+// their queue pair (see post.hpp).
+inline bool needs_quiet(opcode op) noexcept { return op == opcode::flush || op == opcode::write_with_imm; }
+
+// Pushes the completion of `op` with status `s` and returns the slot.
+inline void finish(domain_state& d, op_slot* op, status s, int native = 0) {
+  if (op->counted && op->peer) --op->peer->inflight;
+  op->c.status = s;
+  op->c.native_code = native;
+  if (s != status::ok && !(op->c.op == opcode::recv && s == status::truncated)) op->c.bytes = 0;
+  d.ring.push(op->c);
+  d.ops.give_back(op);
+}
+
+// The peer is gone: later posts are refused, parked operations complete now,
+// and posted ones complete now too (libfabric may return them later; their
+// slots go back to the pool then).
+inline void fail_peer(domain_state& d, peer_state& p, int why) {
+  if (p.failed) return;
+  p.failed = true;
+  p.failure = why;
+  const status s = to_status(why);
+  while (op_slot* op = p.parked.pop_front()) finish(d, op, s, -why);
+  for (op_slot* op = d.ops.begin(); op != d.ops.end(); ++op) {
+    if (op->st != slot_state::posted || op->peer != &p) continue;
+    if (op->counted) --p.inflight;
+    op->counted = false;
+    op->st = slot_state::abandoned;
+    completion c = op->c;
+    c.status = s;
+    c.native_code = -why;
+    if (c.op != opcode::recv) c.bytes = 0;
+    d.ring.push(c);
+  }
+}
+
+// Posts one operation to libfabric (a flush has nothing to post: it completes).
+// Returns 0, -FI_EAGAIN, or another -FI_E*.
+inline ssize_t submit(domain_state& d, op_slot* op) {
+  peer_state& p = *op->peer;
+  void* ctx = &op->ctx;
+  const std::size_t i = d.index_of(op);
+  switch (op->c.op) {
+    case opcode::write:
+    case opcode::write_with_imm:
+    case opcode::read: {
+      // A split write_with_imm: first its data, then the notification alone.
+      const bool split = op->c.op == opcode::write_with_imm && d.split_imm;
+      const bool data_only = split && !op->notify_stage && op->c.bytes > 0;
+      const bool notify_only = split && !data_only;
+      fi_rma_iov rma{op->raddr, notify_only ? 0 : op->c.bytes, op->rkey};
+      fi_msg_rma msg{};
+      msg.msg_iov = op->iov;
+      msg.desc = op->desc;
+      msg.iov_count = notify_only ? 0 : op->iov_count;
+      msg.addr = p.addr;
+      msg.rma_iov = &rma;
+      msg.rma_iov_count = 1;
+      msg.context = ctx;
+      if (op->c.op == opcode::read) return fi_readmsg(d.ep, &msg, FI_COMPLETION);
+      std::uint64_t flags = FI_COMPLETION | (notify_only ? 0 : FI_DELIVERY_COMPLETE);
+      if (op->c.op == opcode::write_with_imm && !data_only) {
+        flags |= FI_REMOTE_CQ_DATA;
+        msg.data = op->c.imm;
+        if (d.cq_data_carries_length) {
+          const std::uint64_t len = op->c.bytes > 0xffffffffu ? 0xffffffffu : op->c.bytes;
+          msg.data |= len << 32;
+        }
+      }
+      return fi_writemsg(d.ep, &msg, flags);
+    }
+    case opcode::fetch_add:
+      return fi_fetch_atomic(d.ep, &d.operands[2 * i], 1, d.operand_desc, op->iov[0].iov_base, op->desc[0], p.addr,
+                             op->raddr, op->rkey, FI_UINT64, FI_SUM, ctx);
+    case opcode::compare_swap:
+      return fi_compare_atomic(d.ep, &d.operands[2 * i], 1, d.operand_desc, &d.operands[2 * i + 1], d.operand_desc,
+                               op->iov[0].iov_base, op->desc[0], p.addr, op->raddr, op->rkey, FI_UINT64, FI_CSWAP, ctx);
+    case opcode::send: {
+      fi_msg_tagged msg{};
+      msg.msg_iov = op->iov;
+      msg.desc = op->desc;
+      msg.iov_count = op->iov_count;
+      msg.addr = p.addr;
+      msg.tag = d.nonce;
+      msg.context = ctx;
+      return fi_tsendmsg(d.ep, &msg, FI_COMPLETION);
+    }
+    case opcode::recv: {
+      fi_msg_tagged msg{};
+      msg.msg_iov = op->iov;
+      msg.desc = op->desc;
+      msg.iov_count = op->iov_count;
+      if (d.discard_mr) {  // op->iov has room: a recv has one local slice
+        op->iov[op->iov_count] = iovec{d.discard.get(), domain_state::discard_size};
+        op->desc[op->iov_count] = fi_mr_desc(d.discard_mr);
+        msg.iov_count = op->iov_count + 1;
+      }
+      msg.addr = FI_ADDR_UNSPEC;
+      msg.tag = p.nonce;
+      msg.ignore = 0;
+      msg.context = ctx;
+      return fi_trecvmsg(d.ep, &msg, FI_COMPLETION);
+    }
+    case opcode::flush:
+    case opcode::remote_write_imm: break;
+  }
+  return 0;
+}
+
+// Starts `op` now: posts it, or completes a flush. ok, again (nothing
+// happened; the slot is still the caller's), or the error of a refused post.
+inline status start(domain_state& d, op_slot* op, int& native) {
+  native = 0;
+  if (op->c.op == opcode::flush) {  // nothing earlier is in flight: everything is delivered
+    finish(d, op, status::ok);
+    return status::ok;
+  }
+  const ssize_t ret = submit(d, op);
+  if (ret == 0) {
+    op->peer->established = true;
+    op->st = slot_state::posted;
+    op->counted = op->c.op != opcode::recv;
+    if (op->counted) ++op->peer->inflight;
+    return status::ok;
+  }
+  native = static_cast<int>(ret);
+  return ret == -FI_EAGAIN ? status::again : to_status(ret);
+}
+
+// Starts the peer's parked operations in order; a write_with_imm or flush
+// at the front waits until nothing earlier is in flight.
+inline void drain(domain_state& d, peer_state& p) {
+  while (op_slot* op = p.parked.head) {
+    if (needs_quiet(op->c.op) && p.inflight > 0) return;
+    int native = 0;
+    const status s = start(d, op, native);
+    if (s == status::again) return;  // the send queue is full: retry on the next poll
+    p.parked.pop_front();
+    if (s != status::ok) finish(d, op, s, native);  // refused by libfabric: an error completion
+  }
+}
+
+// One CQ entry of a finished operation, or a peer's notification.
+inline void on_entry(domain_state& d, const fi_cq_data_entry& e) {
+  if (e.flags & FI_REMOTE_CQ_DATA) {
+    completion c{};
+    c.op = opcode::remote_write_imm;
+    c.imm = static_cast<std::uint32_t>(e.data);
+    c.bytes = d.cq_data_carries_length ? (e.data >> 32) : e.len;
+    d.ring.push(c);
+    return;
+  }
+  if (e.op_context == nullptr) {
+    ++d.dropped_notifications;
+    return;
+  }
+  op_slot* op = slot_of(e.op_context);
+  if (op->st == slot_state::abandoned) {
+    d.ops.give_back(op);
+    return;
+  }
+  if (op->c.op == opcode::recv) {
+    op->c.bytes = e.len;
+    if (e.len > op->iov[0].iov_len) {  // spilled into the discard tail
+      op->c.bytes = op->iov[0].iov_len;
+      finish(d, op, status::truncated);
+      return;
+    }
+  }
+  if (op->c.op == opcode::write_with_imm && d.split_imm && !op->notify_stage && op->c.bytes > 0 && op->peer) {
+    // The data is delivered: the notification goes next, ahead of what queued behind it.
+    if (op->counted) --op->peer->inflight;
+    op->counted = false;
+    op->notify_stage = true;
+    op->st = slot_state::parked;
+    op->peer->parked.push_front(op);
+    return;
+  }
+  finish(d, op, status::ok);
+}
+
+inline void on_error(domain_state& d) {
+  fi_cq_err_entry err{};
+  if (fi_cq_readerr(d.cq, &err, 0) < 0) return;
+  char text[256] = {};
+  const char* prov = fi_cq_strerror(d.cq, err.prov_errno, err.err_data, text, sizeof(text));
+  d.last_error = std::string(fi_strerror(err.err)) + " (provider " + std::to_string(err.prov_errno) +
+                 (prov && *prov ? ": " + std::string(prov) : std::string()) + ")";
+  if (err.op_context == nullptr) {
+    ++d.stray_errors;
+    return;
+  }
+  op_slot* op = slot_of(err.op_context);
+  if (op->st == slot_state::abandoned) {
+    d.ops.give_back(op);
+    return;
+  }
+  const status s = to_status(err.err);
+  if (op->c.op == opcode::recv && s == status::truncated) op->c.bytes = err.len;
+  peer_state* p = op->peer;
+  finish(d, op, s, -err.err);
+  if (p && s == status::peer_unreachable) fail_peer(d, *p, err.err);
+}
+
+// Reads up to one batch of CQ entries. Returns how many it handled.
+inline std::size_t read_cq(domain_state& d) {
+  fi_cq_data_entry entries[32];
+  const ssize_t n = fi_cq_read(d.cq, entries, 32);
+  if (n > 0) {
+    for (ssize_t i = 0; i < n; ++i) on_entry(d, entries[i]);
+    return static_cast<std::size_t>(n);
+  }
+  if (n == -FI_EAVAIL) {
+    on_error(d);
+    return 1;
+  }
+  return 0;
+}
+
+// Throttled: looks at peers on this node about every 100 ms of polling.
+inline void check_liveness(domain_state& d) {
+  if ((++d.polls_since_check & 63) != 0) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (now < d.next_liveness_check) return;
+  d.next_liveness_check = now + std::chrono::milliseconds(100);
+  bool drained = false;
+  for (peer_state* p : d.peers) {
+    if (!p->watched || p->failed || !fabrix::detail::process_gone(p->identity)) continue;
+    // What the peer finished before it died is already here: collect those
+    // completions first, so that only operations it never finished fail.
+    for (int i = 0; !drained && i < 1024 && read_cq(d) != 0; ++i) {
+    }
+    drained = true;
+    fail_peer(d, *p, FI_ECONNRESET);
+  }
+}
+
+inline bool has_watched(const domain_state& d) noexcept {
+  for (const peer_state* p : d.peers)
+    if (p->watched && !p->failed) return true;
+  return false;
+}
+
+// One round of progress: the CQ, the liveness check, the parked queues.
+// Returns how many CQ entries it handled.
+inline std::size_t progress(domain_state& d) {
+  const std::size_t n = read_cq(d);
+  check_liveness(d);
+  for (peer_state* p : d.peers)
+    if (!p->parked.empty()) drain(d, *p);
+  return n;
+}
+
+}  // namespace fabrix::ofi::detail

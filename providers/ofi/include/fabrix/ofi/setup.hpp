@@ -1,0 +1,208 @@
+// Opening the libfabric objects of a domain: fi_getinfo for FI_EP_RDM with
+// FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC, then fabric, domain, completion
+// queue (FI_CQ_FORMAT_DATA, FI_WAIT_FD when the provider has it), address
+// vector and one endpoint bound to both.
+//
+// Provider choice: domain_options::transport names a libfabric provider as
+// fi_info prints it ("tcp;ofi_rxm", "shm", "verbs;ofi_rxm", "efa", ...);
+// empty takes the first match libfabric offers (FI_PROVIDER in the
+// environment narrows it as usual). domain_options::device names a
+// libfabric domain ("eth0", "lo", "mlx5_0").
+//
+// Memory registration modes: we tell libfabric we handle FI_MR_LOCAL,
+// FI_MR_VIRT_ADDR, FI_MR_ALLOCATED, FI_MR_PROV_KEY and FI_MR_ENDPOINT; the
+// provider keeps the bits it needs and the domain honours each of them
+// (see domain.hpp). Providers needing anything else (FI_MR_RAW keys,
+// FI_MR_MMU_NOTIFY, FI_MR_RMA_EVENT, FI_RX_CQ_DATA mode) are not offered.
+#pragma once
+
+#include <fabrix/domain_options.hpp>
+#include <fabrix/ofi/state.hpp>
+#include <fabrix/ofi/status.hpp>
+
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+namespace fabrix::ofi::detail {
+
+inline constexpr std::uint64_t handled_mr_mode =
+    FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+inline constexpr std::uint32_t api_version = FI_VERSION(1, 17);
+
+inline char* dup_string(const std::string& s) {
+  char* p = static_cast<char*>(std::malloc(s.size() + 1));
+  if (p) std::memcpy(p, s.c_str(), s.size() + 1);
+  return p;
+}
+
+inline result<fi_info*> find_provider(const domain_options& opts) {
+  fi_info* hints = fi_allocinfo();
+  if (!hints) return unexpected(status::no_memory, "fi_allocinfo", "ofi");
+  hints->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC;
+  hints->mode = FI_CONTEXT | FI_CONTEXT2;
+  hints->ep_attr->type = FI_EP_RDM;
+  hints->domain_attr->mr_mode = static_cast<int>(handled_mr_mode);
+  hints->domain_attr->threading = FI_THREAD_DOMAIN;
+  if (!opts.transport.empty()) hints->fabric_attr->prov_name = dup_string(opts.transport);
+  if (!opts.device.empty()) hints->domain_attr->name = dup_string(opts.device);
+  fi_info* info = nullptr;
+  const int ret = fi_getinfo(api_version, nullptr, nullptr, 0, hints, &info);
+  fi_freeinfo(hints);
+  if (ret != 0 || info == nullptr) {
+    const std::string what = opts.transport.empty() ? std::string("any provider") : "provider '" + opts.transport + "'";
+    return fail(ret != 0 ? ret : -FI_ENODATA,
+                "fi_getinfo found no FI_EP_RDM endpoint with RMA, atomics and tagged messages for " + what);
+  }
+  // The first match is libfabric's preference; keep only it.
+  fi_info* chosen = fi_dupinfo(info);
+  fi_freeinfo(info);
+  if (!chosen) return unexpected(status::no_memory, "fi_dupinfo", "ofi");
+  return chosen;
+}
+
+// Registers [addr, addr+len) with `access`, honouring the provider's mode
+// bits (requested keys unless FI_MR_PROV_KEY; bind + enable under FI_MR_ENDPOINT).
+inline result<fid_mr*> register_range(domain_state& d, void* addr, std::size_t len, std::uint64_t access) {
+  iovec iov{addr, len};
+  fi_mr_attr attr{};
+  attr.mr_iov = &iov;
+  attr.iov_count = 1;
+  attr.access = access;
+  attr.requested_key = (d.mr_mode & FI_MR_PROV_KEY) ? 0 : d.next_key++;
+  attr.iface = FI_HMEM_SYSTEM;
+  fid_mr* mr = nullptr;
+  if (int ret = fi_mr_regattr(d.domain, &attr, 0, &mr); ret != 0) return fail(ret, "fi_mr_regattr");
+  if (d.mr_mode & FI_MR_ENDPOINT) {
+    int ret = fi_mr_bind(mr, &d.ep->fid, 0);
+    if (ret == 0) ret = fi_mr_enable(mr);
+    if (ret != 0) {
+      fi_close(&mr->fid);
+      return fail(ret, "fi_mr_bind/fi_mr_enable (FI_MR_ENDPOINT)");
+    }
+  }
+  if (fi_mr_key(mr) == FI_KEY_NOTAVAIL) {
+    fi_close(&mr->fid);
+    return unexpected(status::unsupported, "the provider's keys do not fit 64 bits (FI_MR_RAW)", "ofi");
+  }
+  return mr;
+}
+
+// shm names its shared-memory region after the endpoint (default "<pid>:<n>:<n>"
+// in /dev/shm). A process that ends without closing its domain (killed, or
+// _Exit) leaves the region behind, and a later process with the same pid then
+// fails fi_enable with EBUSY. fabrix names the region "fabrix_<pid>_<nonce>"
+// instead, and removes regions of that form whose process is gone.
+inline std::string shm_region_name(std::uint64_t nonce) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "fabrix_%d_%016llx", static_cast<int>(::getpid()),
+                static_cast<unsigned long long>(nonce));
+  return buf;
+}
+
+inline void remove_stale_shm_regions() {
+  DIR* dir = ::opendir("/dev/shm");
+  if (!dir) return;
+  const uid_t me = ::geteuid();
+  while (const dirent* e = ::readdir(dir)) {
+    int pid = 0;
+    char rest[32] = {};
+    if (std::sscanf(e->d_name, "fabrix_%d_%16[0-9a-f]", &pid, rest) != 2 || std::strlen(rest) != 16 || pid <= 0)
+      continue;
+    struct stat st {};
+    const std::string path = std::string("/dev/shm/") + e->d_name;
+    if (::stat(path.c_str(), &st) != 0 || st.st_uid != me) continue;
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // its process still runs (or is not ours to judge)
+    ::shm_unlink(e->d_name);
+  }
+  ::closedir(dir);
+}
+
+// Opens fabric, domain, CQ, AV and endpoint for d.info, and fills the
+// provider facts in `d`.
+inline result<void> open_objects(domain_state& d, std::size_t max_outstanding) {
+  fi_info* info = d.info;
+  if (int ret = fi_fabric(info->fabric_attr, &d.fabric, nullptr); ret != 0) return fail(ret, "fi_fabric");
+  if (int ret = fi_domain(d.fabric, info, &d.domain, nullptr); ret != 0) return fail(ret, "fi_domain");
+
+  fi_cq_attr cq{};
+  cq.size = std::max<std::size_t>(2 * max_outstanding, 1024);
+  cq.format = FI_CQ_FORMAT_DATA;
+  cq.wait_obj = FI_WAIT_FD;
+  if (fi_cq_open(d.domain, &cq, &d.cq, nullptr) != 0) {
+    cq.wait_obj = FI_WAIT_NONE;  // no fd: wait() sleeps in short slices instead
+    if (int ret = fi_cq_open(d.domain, &cq, &d.cq, nullptr); ret != 0) return fail(ret, "fi_cq_open");
+  } else if (fi_control(&d.cq->fid, FI_GETWAIT, &d.wait_fd) != 0) {
+    d.wait_fd = -1;
+  }
+
+  fi_av_attr av{};
+  av.type = info->domain_attr->av_type != FI_AV_UNSPEC ? info->domain_attr->av_type : FI_AV_MAP;
+  av.count = 64;
+  if (int ret = fi_av_open(d.domain, &av, &d.av, nullptr); ret != 0) return fail(ret, "fi_av_open");
+  if (int ret = fi_endpoint(d.domain, info, &d.ep, nullptr); ret != 0) return fail(ret, "fi_endpoint");
+  if (int ret = fi_ep_bind(d.ep, &d.av->fid, 0); ret != 0) return fail(ret, "fi_ep_bind(av)");
+  if (int ret = fi_ep_bind(d.ep, &d.cq->fid, FI_TRANSMIT | FI_RECV); ret != 0) return fail(ret, "fi_ep_bind(cq)");
+  if (std::strcmp(info->fabric_attr->prov_name, "shm") == 0) {
+    remove_stale_shm_regions();
+    const std::string name = shm_region_name(d.nonce);
+    if (int ret = fi_setname(&d.ep->fid, const_cast<char*>(name.c_str()), name.size() + 1); ret != 0)
+      return fail(ret, "fi_setname(" + name + ")");
+  }
+  if (int ret = fi_enable(d.ep); ret != 0) return fail(ret, "fi_enable");
+
+  d.mr_mode = static_cast<std::uint64_t>(info->domain_attr->mr_mode);
+  d.manual_progress = info->domain_attr->data_progress != FI_PROGRESS_AUTO;
+  d.iov_limit = std::min<std::size_t>({info->tx_attr->iov_limit, max_iov});
+  if (d.iov_limit == 0) d.iov_limit = 1;
+  d.cq_data_carries_length = info->domain_attr->cq_data_size >= 8;
+  fi_atomic_attr aa{};
+  d.atomics = fi_query_atomic(d.domain, FI_UINT64, FI_SUM, &aa, FI_FETCH_ATOMIC) == 0 &&
+              fi_query_atomic(d.domain, FI_UINT64, FI_CSWAP, &aa, FI_COMPARE_ATOMIC) == 0;
+
+  d.split_imm = std::strcmp(info->fabric_attr->prov_name, "shm") == 0;
+
+  auto mr = register_range(d, d.operands.get(), 2 * max_outstanding * sizeof(std::uint64_t),
+                           FI_READ | FI_WRITE | FI_SEND | FI_RECV);
+  if (!mr) return unexpected(std::move(mr).error());
+  d.operand_mr = *mr;
+  d.operand_desc = fi_mr_desc(d.operand_mr);
+  if (d.iov_limit >= 2) {
+    auto dmr = register_range(d, d.discard.get(), domain_state::discard_size, FI_RECV);
+    if (!dmr) return unexpected(std::move(dmr).error());
+    d.discard_mr = *dmr;
+  }
+  return {};
+}
+
+// "FI_MR_LOCAL|FI_MR_VIRT_ADDR" — the handled bits the provider asked for.
+inline std::string mr_mode_names(std::uint64_t mode) {
+  static constexpr std::pair<std::uint64_t, const char*> names[] = {{FI_MR_LOCAL, "FI_MR_LOCAL"},
+                                                                    {FI_MR_VIRT_ADDR, "FI_MR_VIRT_ADDR"},
+                                                                    {FI_MR_ALLOCATED, "FI_MR_ALLOCATED"},
+                                                                    {FI_MR_PROV_KEY, "FI_MR_PROV_KEY"},
+                                                                    {FI_MR_ENDPOINT, "FI_MR_ENDPOINT"}};
+  std::string out;
+  for (const auto& [bit, name] : names) {
+    if ((mode & bit) == 0) continue;
+    if (!out.empty()) out += '|';
+    out += name;
+  }
+  return out.empty() ? "none" : out;
+}
+
+}  // namespace fabrix::ofi::detail

@@ -1,0 +1,178 @@
+// The libfabric provider's state. domain_state and peer_state live on the
+// heap so that their addresses survive moves of the owning domain_impl /
+// endpoint_impl; op_slots live in a pool allocated once per domain, and a
+// slot's address is the operation's libfabric context.
+#pragma once
+
+#include <fabrix/completion.hpp>
+#include <fabrix/detail/completion_ring.hpp>
+#include <fabrix/detail/process_identity.hpp>
+#include <fabrix/detail/siphash.hpp>
+#include <fabrix/detail/slot_pool.hpp>
+#include <fabrix/ofi/key.hpp>
+#include <fabrix/remote_buffer.hpp>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+
+#include <sys/uio.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace fabrix::ofi::detail {
+
+// Local slices per operation that a slot can hold (the runtime limit is the
+// provider's iov_limit, if smaller).
+inline constexpr std::size_t max_iov = 16;
+
+struct peer_state;
+struct domain_state;
+
+// posted: libfabric owns the slot until its completion; parked: waiting in
+// its peer's queue (see post.hpp); abandoned: its completion was delivered
+// early (dead peer) and libfabric may still return it.
+enum class slot_state : std::uint8_t { free, parked, posted, abandoned };
+
+struct op_slot {
+  fi_context2 ctx{};  // first member: libfabric's per-operation scratch (FI_CONTEXT/FI_CONTEXT2)
+  completion c{};
+  peer_state* peer = nullptr;
+  slot_state st = slot_state::free;
+  bool counted = false;       // in peer->inflight
+  bool notify_stage = false;  // a split write_with_imm whose data has been delivered
+  // What to post, kept so that a parked operation can be posted later.
+  std::uint32_t iov_count = 0;
+  iovec iov[max_iov]{};
+  void* desc[max_iov]{};
+  std::uint64_t raddr = 0;  // libfabric target address (virtual or offset)
+  std::uint64_t rkey = 0;
+  op_slot* next = nullptr;       // parked-queue link
+  op_slot* next_free = nullptr;  // slot_pool link
+};
+static_assert(std::is_standard_layout_v<op_slot>, "op_slot's address must be its ctx's address");
+
+inline op_slot* slot_of(void* context) noexcept { return reinterpret_cast<op_slot*>(context); }
+
+// Intrusive FIFO of slots (no allocation).
+struct op_list {
+  op_slot* head = nullptr;
+  op_slot* tail = nullptr;
+  bool empty() const noexcept { return head == nullptr; }
+  void push_back(op_slot* op) noexcept {
+    op->next = nullptr;
+    if (tail)
+      tail->next = op;
+    else
+      head = op;
+    tail = op;
+  }
+  void push_front(op_slot* op) noexcept {
+    op->next = head;
+    head = op;
+    if (!tail) tail = op;
+  }
+  op_slot* pop_front() noexcept {
+    op_slot* op = head;
+    if (op) {
+      head = op->next;
+      if (!head) tail = nullptr;
+      op->next = nullptr;
+    }
+    return op;
+  }
+};
+
+struct domain_state {
+  fi_info* info = nullptr;  // the chosen provider's description
+  fid_fabric* fabric = nullptr;
+  fid_domain* domain = nullptr;
+  fid_cq* cq = nullptr;
+  fid_av* av = nullptr;
+  fid_ep* ep = nullptr;
+  int wait_fd = -1;  // the CQ's FI_WAIT_FD, or -1 (wait() then sleeps in short slices)
+  std::uint64_t mr_mode = 0;
+  bool manual_progress = true;
+  bool atomics = false;                 // FI_UINT64 FI_SUM (fetch) and FI_CSWAP are valid
+  std::size_t iov_limit = 1;            // local slices per write/read/send
+  bool cq_data_carries_length = false;  // cq_data_size >= 8: imm in the low half, length in the high half
+  // write_with_imm goes as two writes: the data, then (once delivered) a
+  // zero-length write carrying the value. shm 1.17 never completes a write
+  // that has both FI_REMOTE_CQ_DATA and FI_DELIVERY_COMPLETE.
+  bool split_imm = false;
+
+  std::uint64_t nonce = 0;            // random: names this domain in remote_buffers and tags its sends
+  fabrix::detail::seal_key secret{};  // random: seals our remote_buffers; given to connected peers
+  std::uint64_t next_epoch = 1;
+  std::uint64_t next_key = 1;  // requested keys, when the provider does not choose them (no FI_MR_PROV_KEY)
+
+  fabrix::detail::completion_ring ring;
+  fabrix::detail::slot_pool<op_slot> ops;
+  // Atomic operands (operand, compare) of slot i at [2i], [2i+1]: registered
+  // once, because FI_MR_LOCAL providers need descriptors for them too.
+  std::unique_ptr<std::uint64_t[]> operands;
+  fid_mr* operand_mr = nullptr;
+  void* operand_desc = nullptr;
+
+  // The tail every recv gets after the caller's buffer: an oversized message
+  // spills here and completes as truncated, instead of libfabric truncating
+  // it (tcp;ofi_rxm 1.17 drops the connection when it truncates). Contents
+  // are never read.
+  static constexpr std::size_t discard_size = std::size_t{1} << 20;
+  std::unique_ptr<std::byte[]> discard = std::make_unique<std::byte[]>(discard_size);
+  fid_mr* discard_mr = nullptr;
+
+  std::vector<peer_state*> peers;  // connected endpoints (for liveness and parked queues)
+  fabrix::detail::process_identity self = fabrix::detail::self_identity();
+  std::chrono::steady_clock::time_point next_liveness_check{};
+  std::uint32_t polls_since_check = 0;
+
+  std::string last_error;          // text of the latest error completion
+  std::uint64_t stray_errors = 0;  // error entries with no operation of ours
+  std::uint64_t dropped_notifications = 0;
+
+  explicit domain_state(std::size_t max_outstanding)
+      : ring(max_outstanding), ops(max_outstanding), operands(std::make_unique<std::uint64_t[]>(2 * max_outstanding)) {}
+  domain_state(const domain_state&) = delete;
+  domain_state& operator=(const domain_state&) = delete;
+  ~domain_state() {
+    if (discard_mr) fi_close(&discard_mr->fid);
+    if (operand_mr) fi_close(&operand_mr->fid);
+    if (ep) fi_close(&ep->fid);
+    if (av) fi_close(&av->fid);
+    if (cq) fi_close(&cq->fid);
+    if (domain) fi_close(&domain->fid);
+    if (fabric) fi_close(&fabric->fid);
+    if (info) fi_freeinfo(info);
+  }
+
+  std::size_t index_of(const op_slot* op) noexcept { return static_cast<std::size_t>(op - ops.begin()); }
+};
+
+// A remote region whose seal has been verified, and its decoded key.
+struct verified_region {
+  remote_buffer rb;
+  remote_key key;
+};
+
+struct peer_state {
+  domain_state* dom = nullptr;
+  fi_addr_t addr = FI_ADDR_UNSPEC;
+  std::uint64_t nonce = 0;                 // the peer domain's: tags its sends, owns its regions
+  fabrix::detail::seal_key peer_secret{};  // verifies the peer's remote_buffers
+  fabrix::detail::process_identity identity;
+  bool watched = false;  // on this node: fabrix checks the process itself
+  bool failed = false;
+  bool established = false;    // libfabric has accepted a post to this peer (rxm and shm connect on first use)
+  int failure = 0;             // FI_E* (positive) that failed it
+  std::uint32_t inflight = 0;  // posted, not yet completed (recvs excluded)
+  op_list parked;
+  std::vector<verified_region> regions;  // verified once per remote region
+};
+
+}  // namespace fabrix::ofi::detail

@@ -1,0 +1,95 @@
+// The libfabric provider below fabrix's own checks: writes with a forged key
+// or to an address outside the registration are posted straight to libfabric
+// (endpoint_impl::post_unchecked_write, bypassing the seal, range and rights
+// checks that normally refuse them before posting). The target's provider
+// must reject them: not one byte of the target's buffer — inside or around
+// the region — changes, and the initiator gets an error completion.
+// Exception, measured with libfabric 1.17: shm's target drops such a write
+// without answering, so the initiator's operation never completes (it is
+// checked not to complete successfully). That is why fabrix refuses forged
+// keys and out-of-range addresses before posting (the conformance suite's
+// bad-input cases), and providers/ofi/README.md says so.
+// FABRIX_TEST_TRANSPORT names the libfabric provider ("tcp;ofi_rxm", "shm").
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include "harness.hpp"
+
+#include <fabrix/ofi.hpp>
+
+#include <cstring>
+
+using fabrix::access;
+using fabrix::status;
+
+namespace {
+
+constexpr std::size_t region_size = 4096, guard = 4096;
+
+enum class bad_target { forged_key, past_the_end, before_the_start };
+
+// Rank 0 writes 64 bytes at `what`; rank 1 owns a region of 4096 bytes in the
+// middle of a 12 KiB zeroed buffer and checks that all of it stays zero.
+void run_case(bad_target what) {
+  fxt::run_ranks(2, [what](int rank, fabrix::bootstrap& boot) {
+    auto dom = fxt::must(fabrix::ofi::domain::create(fxt::test_options()), "ofi domain");
+    if (rank == 0) std::printf("ofi domain: %s\n", dom.describe().c_str());
+    auto qps = fxt::must(fabrix::connect_all(dom, boot), "connect_all");
+    std::vector<std::byte> buf(guard + region_size + guard), src(64);
+    auto mt = fxt::must(dom.register_memory(buf.data() + guard, region_size, {}, access::all_remote), "register");
+    auto ms = fxt::must(dom.register_memory(src, access::local), "register src");
+    auto peers = fxt::must(fabrix::exchange(boot, mt.remote()), "exchange");
+    if (rank == 0) {
+      fxt::fill(src.data(), src.size(), 42);
+      const fabrix::remote_buffer& rb = peers[1];
+      const auto key = fabrix::ofi::detail::decode_key(rb.key_bytes());
+      FX_CHECK(key.has_value());
+      std::uint64_t target = key->target(rb.address, 0), k = key->key;
+      switch (what) {
+        case bad_target::forged_key: k = key->key ^ 0x5a5a5a5a5a5a5a5aull; break;
+        case bad_target::past_the_end: target = key->target(rb.address, region_size); break;
+        case bad_target::before_the_start: target = key->target(rb.address, 0) - 64; break;
+      }
+      FX_CHECK_STATUS(qps[1].native().post_unchecked_write(ms.slice(0, 64), target, k, 7), status::ok);
+      const bool answers = dom.native().provider_name() != "shm";
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(2500);
+      fabrix::completion c[8];
+      bool done = false;
+      while (!done) {
+        if (std::chrono::steady_clock::now() > deadline) {
+          FX_CHECK(!answers);  // every other provider must answer with an error
+          std::printf("no completion within 2.5 s (shm drops it)\n");
+          break;
+        }
+        const std::size_t n = dom.poll(c);
+        for (std::size_t i = 0; i < n; ++i) {
+          if (c[i].token != 7) continue;
+          std::printf("rejected with %s (native %d): %s\n", std::string(fabrix::to_string(c[i].status)).c_str(),
+                      c[i].native_code, dom.native().last_error().c_str());
+          FX_CHECK(fabrix::is_error(c[i].status));
+          FX_CHECK(c[i].native_code != 0);
+          done = true;
+        }
+      }
+    } else {
+      // Serve the transfer (libfabric progresses the target only while it polls).
+      fabrix::completion c[8];
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+      while (std::chrono::steady_clock::now() < until) (void)dom.poll(c);
+    }
+    FX_CHECK(boot.barrier().has_value());
+    if (rank == 1)
+      for (std::byte b : buf) FX_CHECK(b == std::byte{0});
+    FX_CHECK(boot.barrier().has_value());
+  });
+}
+
+}  // namespace
+
+TEST_CASE("ofi: a write with a forged key gets an error completion and writes nothing") {
+  run_case(bad_target::forged_key);
+}
+TEST_CASE("ofi: a write past the end of a region gets an error completion and writes nothing") {
+  run_case(bad_target::past_the_end);
+}
+TEST_CASE("ofi: a write before the start of a region gets an error completion and writes nothing") {
+  run_case(bad_target::before_the_start);
+}
