@@ -31,6 +31,8 @@ mount_9p hostroot /newroot ro,cache=loose || fail "cannot mount the host root"
 . /results/guest.conf
 
 n=/newroot
+mkdir -p /hostview
+mount --bind $n /hostview || fail "cannot keep a view of the host root"
 mount -t devtmpfs dev $n/dev || fail "devtmpfs"
 mkdir -p $n/dev/pts $n/dev/shm
 mount -t devpts devpts $n/dev/pts || fail "devpts"
@@ -39,6 +41,10 @@ mount -t proc proc $n/proc || fail "proc"
 mount -t sysfs sys $n/sys || fail "sysfs"
 for d in /tmp /var/tmp /run; do
   mount -t tmpfs -o mode=1777 tmp $n$d || fail "tmpfs on $d"
+done
+for d in $keep_dirs; do
+  mkdir -p $n$d 2>/dev/null
+  mount --bind /hostview$d $n$d || fail "cannot bind $d back over the tmpfs"
 done
 mkdir -p $n$run_dir 2>/dev/null
 mount --bind /results $n$run_dir || fail "cannot bind the results share at $run_dir"

@@ -173,11 +173,19 @@ trap 'exit 130' INT TERM
   printf ' %q' "$@"
   echo
 } >"$run/run.sh"
+# The guest mounts empty tmpfs on /tmp, /var/tmp and /run; a source tree or
+# working directory under one of them (a CI clone in /tmp) is bound back
+# from the host's view, read-only like the rest of the host root.
+keep_dirs=()
+for d in "$(cd "$here/../.." && pwd)" "$PWD"; do
+  case $d in /tmp/* | /var/tmp/* | /run/*) keep_dirs+=("$d") ;; esac
+done
 {
   printf "run_dir='%s'\n" "$run"
   printf "rw_dirs='%s'\n" "${rw_dirs[*]}"
+  printf "keep_dirs='%s'\n" "${keep_dirs[*]}"
 } >"$run/guest.conf"
-for d in "$run" "${rw_dirs[@]}"; do
+for d in "$run" "${rw_dirs[@]}" "${keep_dirs[@]}"; do
   case $d in *[[:space:]]*) die "paths with spaces are not supported: $d" ;; esac
 done
 
