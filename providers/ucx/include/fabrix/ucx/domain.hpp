@@ -6,8 +6,8 @@
 // Peer failure: a peer on another node, or any peer when UCX_TLS names no
 // shared-memory transport, gets UCP_ERR_HANDLING_MODE_PEER. Other peers on
 // this node get no UCX error handling — that mode would rule out UCX 1.13's
-// shared-memory transports. poll()/wait() check the process of every peer on
-// this node every 100 ms (liveness.hpp). Either way a dead peer's operations
+// shared-memory transports — and poll()/wait() check their process every
+// 100 ms instead (liveness.hpp). Either way a dead peer's operations
 // complete with peer_unreachable. Closing endpoints: endpoint.hpp.
 #pragma once
 
@@ -234,10 +234,8 @@ class domain_impl {
     ep.err_handler.cb = detail::on_peer_error;
     ep.err_handler.arg = p.get();
     // A peer on this node (same kernel, same pid namespace) is watched by
-    // fabrix itself. Where shared memory may be used that is the only
-    // watch — UCX's peer-failure mode would rule those transports out; on
-    // other transports it comes on top of UCX's (whose RC retries or UD
-    // timeouts take seconds to notice a process that is gone).
+    // fabrix itself where shared memory may be used, which leaves UCX free to
+    // choose it; UCX's peer-failure mode would rule those transports out.
     p->same_node = peer->process.node == d_->self.node;
     if (p->same_node && detail::may_use_shared_memory(d_->transport)) {
       ep.field_mask &= ~static_cast<std::uint64_t>(UCP_EP_PARAM_FIELD_ERR_HANDLER);
@@ -246,7 +244,7 @@ class domain_impl {
     }
     const ucs_status_t s = ucp_ep_create(d_->worker, &ep, &p->ep);
     if (s != UCS_OK) return detail::fail(s, "ucp_ep_create");
-    if (p->same_node) d_->watched.push_back(p.get());
+    if (!p->detects_failure) d_->watched.push_back(p.get());
     return endpoint_impl(std::move(p));
   }
 
