@@ -51,7 +51,7 @@ class endpoint_impl {
   //    ud_verbs wire-up/keepalive lane, until UCX's own timeout when the peer
   //    has exited — and peers routinely exit before each other.)
   //  - other endpoints (shared memory; FORCE needs PEER mode): a graceful
-  //    close, which does not need the peer.
+  //    close, which does not need a live peer's help (a dead one: below).
   // Requests still running after the bound go to the domain, which finishes
   // them before it destroys the worker; the rkeys wait for them.
   void teardown() noexcept {
@@ -87,14 +87,20 @@ class endpoint_impl {
     }
     if (p.failure == UCS_OK) p.failure = UCS_ERR_CANCELED;
 
-    ucp_request_param_t cp{};
-    cp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    cp.flags = p.detects_failure ? UCP_EP_CLOSE_FLAG_FORCE : 0;
-    const ucs_status_ptr_t r = ucp_ep_close_nbx(p.ep, &cp);
-    if (UCS_PTR_IS_PTR(r))
-      c.close = r;
-    else if (UCS_PTR_STATUS(r) != UCS_OK)
-      std::fprintf(stderr, "fabrix ucx: ucp_ep_close_nbx: %s\n", ucs_status_string(UCS_PTR_STATUS(r)));
+    // A dead shared-memory peer's endpoint is not closed at all: FORCE needs
+    // PEER mode (UCX 1.13 refuses it), and a graceful close would wait
+    // forever for operations the dead peer never serves. ucp_worker_destroy
+    // releases it (UCX warns about its unflushed operations).
+    if (p.detects_failure || !was_failed) {
+      ucp_request_param_t cp{};
+      cp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      cp.flags = p.detects_failure ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+      const ucs_status_ptr_t r = ucp_ep_close_nbx(p.ep, &cp);
+      if (UCS_PTR_IS_PTR(r))
+        c.close = r;
+      else if (UCS_PTR_STATUS(r) != UCS_OK)
+        std::fprintf(stderr, "fabrix ucx: ucp_ep_close_nbx: %s\n", ucs_status_string(UCS_PTR_STATUS(r)));
+    }
     const auto deadline = clock::now() + detail::domain_state::close_limit;
     while ((c.flush || c.close) && clock::now() < deadline) {
       ucp_worker_progress(d.worker);
