@@ -8,7 +8,7 @@
 // this node get no UCX error handling — that mode would rule out UCX 1.13's
 // shared-memory transports — and poll()/wait() check their process every
 // 100 ms instead (liveness.hpp). Either way a dead peer's operations
-// complete with peer_unreachable.
+// complete with peer_unreachable. Closing endpoints: endpoint.hpp.
 #pragma once
 
 #include <fabrix/capabilities.hpp>
@@ -178,6 +178,7 @@ class domain_impl {
       detail::check_liveness(*d_);
       if (progressed == 0 && d_->deferred.empty()) break;
     }
+    if (!d_->closing.empty()) d_->reap_closing();
     return d_->ring.drain(out);
   }
 
@@ -185,6 +186,7 @@ class domain_impl {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     for (;;) {
       detail::check_liveness(*d_);
+      if (!d_->closing.empty()) d_->reap_closing();
       if (!d_->ring.empty()) return status::ok;
       if (ucp_worker_progress(d_->worker) != 0 || !d_->deferred.empty()) {
         detail::run_deferred(*d_);
@@ -232,9 +234,10 @@ class domain_impl {
     ep.err_handler.cb = detail::on_peer_error;
     ep.err_handler.arg = p.get();
     // A peer on this node (same kernel, same pid namespace) is watched by
-    // fabrix itself, which leaves UCX free to choose shared memory; UCX's
-    // peer-failure mode would rule those transports out.
-    if (peer->process.node == d_->self.node && detail::may_use_shared_memory(d_->transport)) {
+    // fabrix itself where shared memory may be used, which leaves UCX free to
+    // choose it; UCX's peer-failure mode would rule those transports out.
+    p->same_node = peer->process.node == d_->self.node;
+    if (p->same_node && detail::may_use_shared_memory(d_->transport)) {
       ep.field_mask &= ~static_cast<std::uint64_t>(UCP_EP_PARAM_FIELD_ERR_HANDLER);
       ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
       p->detects_failure = false;

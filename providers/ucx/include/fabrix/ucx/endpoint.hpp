@@ -42,44 +42,82 @@ class endpoint_impl {
 
  private:
   // Cancels what is still pending on this endpoint (completions say
-  // canceled), closes it — gracefully unless the peer has failed — with a
-  // bounded wait, and releases its rkeys.
+  // canceled) and closes it without ever waiting on a peer that is gone:
+  //  - error-handling (PEER) endpoints: a flush first, so what was posted
+  //    reaches a live peer, waited for at most close_limit and cut short when
+  //    UCX reports the peer failed or (same node) its process is gone; then
+  //    UCP_EP_CLOSE_FLAG_FORCE, which does not wait for the peer at all.
+  //    (A graceful close waits for the peer's acknowledgements, e.g. on the
+  //    ud_verbs wire-up/keepalive lane, until UCX's own timeout when the peer
+  //    has exited — and peers routinely exit before each other.)
+  //  - other endpoints (shared memory; FORCE needs PEER mode): a graceful
+  //    close, which does not need a live peer's help (a dead one: below).
+  // Requests still running after the bound go to the domain, which finishes
+  // them before it destroys the worker; the rkeys wait for them.
   void teardown() noexcept {
     if (!p_) return;
     detail::peer_state& p = *p_;
     detail::domain_state& d = *p.dom;
-    const bool was_failed = p.failed;
+    const bool was_failed = p.failed || (p.same_node && detail::process_gone(p.identity));
     std::erase(d.watched, &p);
     p.failed = true;
-    if (p.failure == UCS_OK) p.failure = UCS_ERR_CANCELED;
     for (detail::op_slot* op = d.ops.begin(); op != d.ops.end(); ++op) {
       if (op->in_use && op->peer == &p && op->c.op == opcode::recv && op->request)
         ucp_request_cancel(d.worker, op->request);
     }
     while (detail::op_slot* f = p.parked_flushes.pop_front()) d.deferred.push_back(f);
 
-    ucp_request_param_t prm{};
-    prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    prm.flags = was_failed ? UCP_EP_CLOSE_FLAG_FORCE : 0;
-    ucs_status_ptr_t req = ucp_ep_close_nbx(p.ep, &prm);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-    while (UCS_PTR_IS_PTR(req) && ucp_request_check_status(req) == UCS_INPROGRESS) {
-      ucp_worker_progress(d.worker);
-      detail::run_deferred(d);
-      if (std::chrono::steady_clock::now() > deadline) {
-        std::fprintf(stderr, "fabrix ucx: endpoint close did not finish in 2 s; abandoning it\n");
-        break;
+    using clock = std::chrono::steady_clock;
+    detail::closing_endpoint c;
+    if (p.detects_failure && !was_failed) {
+      ucp_request_param_t fp{};
+      if (ucs_status_ptr_t r = ucp_ep_flush_nbx(p.ep, &fp); UCS_PTR_IS_PTR(r)) c.flush = r;
+      const auto deadline = clock::now() + detail::domain_state::close_limit;
+      auto next_check = clock::now();
+      // on_peer_error sets p.failure when UCX gives up on the peer.
+      while (c.flush && p.failure == UCS_OK && clock::now() < deadline) {
+        ucp_worker_progress(d.worker);
+        detail::run_deferred(d);
+        detail::reap_request(c.flush);
+        if (p.same_node && clock::now() >= next_check) {
+          if (detail::process_gone(p.identity)) break;
+          next_check = clock::now() + std::chrono::milliseconds(20);
+        }
       }
     }
-    if (UCS_PTR_IS_PTR(req) && ucp_request_check_status(req) != UCS_INPROGRESS) ucp_request_free(req);
+    if (p.failure == UCS_OK) p.failure = UCS_ERR_CANCELED;
+
+    // A dead shared-memory peer's endpoint is not closed at all: FORCE needs
+    // PEER mode (UCX 1.13 refuses it), and a graceful close would wait
+    // forever for operations the dead peer never serves. ucp_worker_destroy
+    // releases it (UCX warns about its unflushed operations).
+    if (p.detects_failure || !was_failed) {
+      ucp_request_param_t cp{};
+      cp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      cp.flags = p.detects_failure ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+      const ucs_status_ptr_t r = ucp_ep_close_nbx(p.ep, &cp);
+      if (UCS_PTR_IS_PTR(r))
+        c.close = r;
+      else if (UCS_PTR_STATUS(r) != UCS_OK)
+        std::fprintf(stderr, "fabrix ucx: ucp_ep_close_nbx: %s\n", ucs_status_string(UCS_PTR_STATUS(r)));
+    }
+    const auto deadline = clock::now() + detail::domain_state::close_limit;
+    while ((c.flush || c.close) && clock::now() < deadline) {
+      ucp_worker_progress(d.worker);
+      detail::run_deferred(d);
+      detail::reap_request(c.flush);
+      detail::reap_request(c.close);
+    }
     detail::run_deferred(d);
-    // Requests UCX still holds (an abandoned close) must not reach the freed
-    // peer: detached ops complete as canceled when UCX lets go of them.
+    // Requests UCX still holds must not reach the freed peer: detached ops
+    // complete as canceled when UCX lets go of them.
     for (detail::op_slot* op = d.ops.begin(); op != d.ops.end(); ++op) {
       if (op->in_use && op->peer == &p) op->peer = nullptr;
     }
-    for (auto& e : p.rkeys) ucp_rkey_destroy(e.rkey);
+    for (auto& e : p.rkeys) c.rkeys.push_back(e.rkey);
     p.rkeys.clear();
+    d.closing.push_back(std::move(c));
+    d.reap_closing();
     p_.reset();
   }
 

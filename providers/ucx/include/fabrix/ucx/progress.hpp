@@ -189,6 +189,12 @@ inline void check_liveness(domain_state& d) {
   bool failed = false;
   for (peer_state* p : d.watched) {
     if (!p->failed && process_gone(p->identity)) {
+      // What the peer sent before it died (e.g. get replies still in a
+      // socket or fifo) is taken in first, so that it lands in buffers whose
+      // operations have not been reported done yet — not after.
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+      while (ucp_worker_progress(d.worker) != 0 && std::chrono::steady_clock::now() < until) {
+      }
       fail_peer(d, *p, UCS_ERR_CONNECTION_RESET);
       failed = true;
     }

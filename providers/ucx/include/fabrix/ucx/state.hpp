@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,24 @@ struct op_list {
   }
 };
 
+// What is left of a closed endpoint while UCX still works on it: its flush
+// and close requests (nullptr once done) and the rkeys those requests may
+// still use. The domain finishes these in poll()/wait() and, bounded, before
+// destroying the worker.
+struct closing_endpoint {
+  void* flush = nullptr;
+  void* close = nullptr;
+  std::vector<ucp_rkey_h> rkeys;
+};
+
+// Frees `req` (a request posted without callback) once it has completed.
+inline void reap_request(void*& req) noexcept {
+  if (req && ucp_request_check_status(req) != UCS_INPROGRESS) {
+    ucp_request_free(req);
+    req = nullptr;
+  }
+}
+
 struct domain_state {
   ucp_context_h context = nullptr;
   ucp_worker_h worker = nullptr;
@@ -93,14 +112,47 @@ struct domain_state {
   std::vector<peer_state*> watched;  // peers whose liveness fabrix checks itself
   std::chrono::steady_clock::time_point next_liveness_check{};
   std::uint32_t polls_since_check = 0;
+  std::vector<closing_endpoint> closing;  // endpoints whose close outlived their teardown
 
   explicit domain_state(std::size_t max_outstanding) : ring(max_outstanding), ops(max_outstanding) {}
   domain_state(const domain_state&) = delete;
   domain_state& operator=(const domain_state&) = delete;
+
+  // Frees the requests of closing endpoints that have completed, and their
+  // rkeys once both requests are done. No UCX progress of its own.
+  void reap_closing() noexcept {
+    std::erase_if(closing, [](closing_endpoint& c) {
+      reap_request(c.flush);
+      reap_request(c.close);
+      if (c.flush || c.close) return false;
+      for (ucp_rkey_h k : c.rkeys) ucp_rkey_destroy(k);
+      return true;
+    });
+  }
+
+  // Order: every endpoint close is finished (progressing the worker, at most
+  // `close_limit`) before the worker is destroyed — UCX asserts on close
+  // requests the user still holds. A close that still has not finished is
+  // released to UCX (which completes it while destroying the worker); its
+  // rkeys are then leaked rather than freed under a live request.
   ~domain_state() {
-    if (worker) ucp_worker_destroy(worker);
+    if (worker) {
+      const auto deadline = std::chrono::steady_clock::now() + close_limit;
+      for (reap_closing(); !closing.empty() && std::chrono::steady_clock::now() < deadline; reap_closing())
+        ucp_worker_progress(worker);
+      for (closing_endpoint& c : closing) {
+        std::fprintf(stderr, "fabrix ucx: an endpoint close did not finish in %lld ms; releasing it to UCX\n",
+                     static_cast<long long>(close_limit.count()));
+        if (c.flush) ucp_request_free(c.flush);
+        if (c.close) ucp_request_free(c.close);
+      }
+      ucp_worker_destroy(worker);
+    }
     if (context) ucp_cleanup(context);
   }
+
+  // How long a close may wait for a live peer (its flush) and for UCX.
+  static constexpr std::chrono::milliseconds close_limit{2000};
 };
 
 // A remote region whose seal has been verified, and its unpacked rkey.
@@ -116,7 +168,8 @@ struct peer_state {
   std::uint64_t recv_tag = 0;              // the peer domain's nonce: matches its sends, owns its regions
   fabrix::detail::seal_key peer_secret{};  // verifies the peer's remote_buffers
   bool failed = false;                     // set by UCX's error handler or by teardown
-  bool detects_failure = true;             // UCX reports this peer's death (not on shm)
+  bool detects_failure = true;             // UCP_ERR_HANDLING_MODE_PEER: UCX reports this peer's death
+  bool same_node = false;                  // the peer process can be checked in /proc (liveness.hpp)
   process_identity identity;               // the peer process, for the liveness check
   ucs_status_t failure = UCS_OK;
   std::uint32_t imm_in_progress = 0;
