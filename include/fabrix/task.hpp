@@ -121,11 +121,14 @@ inline task<void> task_promise<void>::get_return_object() noexcept {
 
 // Runs `t` to completion, polling `dom` while it is suspended. Completions of
 // operations that are not awaited (posted with a token) are discarded here:
-// use sync_wait only when the task owns all traffic of the domain.
+// use sync_wait only when the task owns all traffic of the domain. It takes
+// one completion per poll, so a task that polls the domain itself (for
+// inbound notifications) after being resumed never has one of them taken
+// and dropped by this loop.
 template <class Domain, class T>
 T sync_wait(Domain& dom, task<T> t) {
   t.start();
-  completion scratch[16];
+  completion scratch[1];
   while (!t.done()) dom.poll(std::span<completion>(scratch));
   return t.take_result();
 }
