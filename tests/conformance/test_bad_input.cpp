@@ -120,7 +120,7 @@ TEST_CASE_TEMPLATE("conformance: a peer killed mid-transfer gives the survivor e
         auto mr = env.reg(buf);
         auto peers = env.share(mr);
         if (env.rank == 1) {
-          env.serve_for(std::chrono::milliseconds(300));  // serve the transfer for a while, then die
+          env.serve_for(std::chrono::milliseconds(2000));  // serve the transfer for a while, then die
           ::kill(::getpid(), SIGKILL);
         }
         const auto t0 = std::chrono::steady_clock::now();
