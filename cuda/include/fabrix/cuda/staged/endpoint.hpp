@@ -4,7 +4,8 @@
 // post() walks the batch in order: runs of operations on host memory go to
 // the inner endpoint in one call, untouched; an operation on staged device
 // memory takes a lane (status::again when all lanes are busy — poll and post
-// again; nothing queues without bound). Refused with unsupported: a
+// again; nothing queues without bound; a staged recv holds its lane until
+// its message arrives). Refused with unsupported: a
 // scatter-gather list that holds staged device memory, send/recv larger
 // than one staging chunk (a message is one inner send), and write_with_imm
 // larger than depth × chunk (it goes as one inner write_with_imm, so that the
