@@ -50,8 +50,9 @@ for t in json.load(sys.stdin):
 # libfabric: conformance, collectives and the libfabric key test). verbs
 # needs rxe0 (the vm suite) and cuda_ipc a GPU, so they are left out; CUDA is
 # also left out because its static runtime is not instrumented (the
-# CUDA-free cuda/ parts still build and run: unit_cuda, fuzz_cuda_ipc_wire).
-sanitized_suites=(unit fuzz ucx ofi)
+# CUDA-free cuda/ parts still build and run: unit_cuda, fuzz_cuda_ipc_wire,
+# and the staged adapter over ucx/ofi with a memcpy engine: suite staging).
+sanitized_suites=(unit fuzz ucx ofi staging)
 suite_args=()
 for s in "${sanitized_suites[@]}"; do suite_args+=(--suite "$s"); done
 
@@ -68,11 +69,11 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print
 # suite is left to ASan (TSan adds nothing to single-threaded decoders).
 meson setup build-ci-tsan -Dwerror=true -Db_sanitize=thread -Db_lundef=false -Dcuda=disabled -Dexamples=false \
   -Dperf=false >/dev/null
-mapfile -t tsan_targets < <(targets_for_suites build-ci-tsan unit ucx ofi)
+mapfile -t tsan_targets < <(targets_for_suites build-ci-tsan unit ucx ofi staging)
 ninja -C build-ci-tsan -j "$jobs" "${tsan_targets[@]}"
 UCX_MEM_EVENTS=no UCX_MEM_MALLOC_HOOKS=no TSAN_OPTIONS=halt_on_error=1 \
   meson test -C build-ci-tsan --no-rebuild --print-errorlogs --num-processes "$jobs" --suite unit --suite ucx \
-  --suite ofi || status=1
+  --suite ofi --suite staging || status=1
 
 bash tools/fuzz.sh 20 || status=1
 

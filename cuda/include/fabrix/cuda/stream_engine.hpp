@@ -48,6 +48,10 @@ class pinned_buffer {
 
 class stream_copy_engine {
  public:
+  // For the staged adapter (staged/engine.hpp): bounce slots live in pinned memory.
+  using host_memory = pinned_buffer;
+  static result<pinned_buffer> allocate_host(std::size_t bytes) { return pinned_buffer::create(bytes); }
+
   static result<stream_copy_engine> create(int device, unsigned slots) {
     device_guard on(device);
     stream_copy_engine e;

@@ -41,7 +41,10 @@ inline constexpr capabilities ucx_caps{
     .write_with_imm = true,
     .atomics = true,
     .send_recv = true,
-    .gpu = gpu_path::none,  // Debian's UCX has no CUDA transport
+    // Debian's UCX has no CUDA support; a UCX built with it reports direct at
+    // run time (runtime_caps), and fabrix::cuda::staged<ucx::provider> stages
+    // device memory when it does not.
+    .gpu = gpu_path::none,
     .max_sge = 16,
     // UCX emulates RMA and atomics in software over tcp (and atomics over
     // shared memory): the target must poll or wait for them to complete.
@@ -76,6 +79,11 @@ class domain_impl {
     ucp_config_release(config);
     if (s != UCS_OK) return detail::fail(s, "ucp_init with UCX_TLS=" + d->transport);
 
+    ucp_context_attr_t ca{};
+    ca.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+    if (ucp_context_query(d->context, &ca) == UCS_OK)
+      d->cuda_memory = (ca.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
+
     ucp_worker_params_t wp{};
     wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
     wp.thread_mode = UCS_THREAD_MODE_SINGLE;
@@ -99,14 +107,18 @@ class domain_impl {
   }
 
   result<region_impl> register_memory(void* addr, std::size_t len, memory_location where, access rights) {
-    if (where.kind != memory_kind::host)
-      return unexpected(status::unsupported, "this UCX build cannot register cuda_device memory", "ucx");
+    if (where.kind != memory_kind::host && !(where.kind == memory_kind::cuda_device && d_->cuda_memory))
+      return unexpected(status::unsupported,
+                        "this UCX build cannot register cuda_device memory (no UCS_MEMORY_TYPE_CUDA in "
+                        "ucp_context_query; use fabrix::cuda::staged<ucx::provider> or \"ucx+staged\")",
+                        "ucx");
     ucp_mem_map_params_t mp{};
     mp.field_mask =
         UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
     mp.address = addr;
     mp.length = len;
-    mp.memory_type = UCS_MEMORY_TYPE_HOST;
+    // UCX then uses its cuda_copy / cuda_ipc / gdr_copy (or a GPUDirect NIC) for it.
+    mp.memory_type = where.kind == memory_kind::cuda_device ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST;
     ucp_mem_h memh = nullptr;
     ucs_status_t s = ucp_mem_map(d_->context, &mp, &memh);
     if (s != UCS_OK) return detail::fail(s, "ucp_mem_map");
@@ -250,7 +262,11 @@ class domain_impl {
 
   provider_id provider() const noexcept { return provider_id::ucx; }
   std::uint64_t owner() const noexcept { return d_->nonce; }
-  capabilities runtime_caps() const noexcept { return ucx_caps; }
+  capabilities runtime_caps() const noexcept {
+    capabilities c = ucx_caps;
+    if (d_->cuda_memory) c.gpu = gpu_path::direct;
+    return c;
+  }
   std::string describe() const { return "ucx " + version() + ", UCX_TLS=" + d_->transport; }
   static std::string version() {
     unsigned major = 0, minor = 0, release = 0;

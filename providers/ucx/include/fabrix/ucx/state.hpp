@@ -104,6 +104,10 @@ struct domain_state {
   fabrix::detail::seal_key secret{};  // random: seals our remote_buffers; given to connected peers
   std::uint64_t next_epoch = 1;
   std::string transport;  // UCX_TLS in force, for describe()
+  // ucp_context_query lists UCS_MEMORY_TYPE_CUDA: this UCX build (its cuda
+  // transports) registers and moves device memory itself. Debian 12's UCX
+  // 1.13.1 is built without CUDA, so this is false there.
+  bool cuda_memory = false;
   fabrix::detail::completion_ring ring;
   fabrix::detail::slot_pool<op_slot> ops;
   op_list deferred;                         // slots whose next stage starts in poll()
