@@ -1,4 +1,4 @@
-// The verbs provider's device-free parts: address and hello encodings, GID
+// The verbs provider's device-free parts: address, hello and rdma_cm request encodings, GID
 // ranking, PCIe distance on a fake sysfs tree, send-queue credit accounting
 // and the options read from the environment.
 #include <doctest/doctest.h>
@@ -66,7 +66,9 @@ TEST_CASE("verbs address: round trip, every truncation, trailing bytes, bad fiel
   bad[0] = std::byte{'X'};
   CHECK(vd::parse_address(bad).code() == status::invalid_argument);
   bad = blob;
-  bad[4] = std::byte{2};  // version
+  bad[4] = std::byte{1};  // version 1 (76 bytes, no rdma_cm fields) is refused
+  CHECK(vd::parse_address(bad).code() == status::invalid_argument);
+  bad[4] = std::byte{3};
   CHECK(vd::parse_address(bad).code() == status::invalid_argument);
   auto field = a;
   field.mtu = 6;
@@ -83,6 +85,65 @@ TEST_CASE("verbs address: round trip, every truncation, trailing bytes, bad fiel
     for (auto& b : junk) b = static_cast<std::byte>(rng());
     CHECK(vd::parse_address(junk).code() == status::invalid_argument);
   }
+}
+
+TEST_CASE("verbs address: rdma_cm listener fields round trip; inconsistent ones are refused") {
+  auto a = sample_address();
+  a.connect = 1;
+  a.cm_family = 4;
+  a.cm_port = 4791;
+  a.cm_ip = {10, 77, 0, 1};
+  const auto blob = vd::encode_address(a);
+  auto back = vd::parse_address(blob);
+  REQUIRE(back.has_value());
+  CHECK(back->connect == 1);
+  CHECK(back->cm_family == 4);
+  CHECK(back->cm_port == 4791);
+  CHECK(back->cm_ip == a.cm_ip);
+  CHECK(vd::encode_address(*back) == blob);
+  const auto ss = vd::cm_peer_sockaddr(*back);
+  CHECK(vd::sockaddr_text(reinterpret_cast<const sockaddr*>(&ss)) == "10.77.0.1:4791");
+  auto six = a;
+  six.cm_family = 6;
+  six.cm_ip = {0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9};
+  REQUIRE(vd::parse_address(vd::encode_address(six)).has_value());
+  const auto ss6 = vd::cm_peer_sockaddr(six);
+  CHECK(vd::sockaddr_text(reinterpret_cast<const sockaddr*>(&ss6)) == "[2001:db8::9]:4791");
+  auto f = a;
+  f.cm_port = 0;
+  CHECK(vd::parse_address(vd::encode_address(f)).code() == status::invalid_argument);
+  f = a;
+  f.cm_family = 5;
+  CHECK(vd::parse_address(vd::encode_address(f)).code() == status::invalid_argument);
+  f = a;
+  f.cm_ip[9] = 1;  // bytes past an IPv4 address
+  CHECK(vd::parse_address(vd::encode_address(f)).code() == status::invalid_argument);
+  f = a;
+  f.connect = 2;
+  CHECK(vd::parse_address(vd::encode_address(f)).code() == status::invalid_argument);
+  f = sample_address();  // bootstrap, but with a port
+  f.cm_port = 1;
+  CHECK(vd::parse_address(vd::encode_address(f)).code() == status::invalid_argument);
+}
+
+TEST_CASE("verbs rdma_cm request: round trip, padding ignored, refusals") {
+  std::vector<std::byte> buf(56);  // the transport pads private data with zeros
+  vd::encode_cm_request(vd::cm_request{1, 2, 3}, buf.data());
+  auto q = vd::parse_cm_request(buf);
+  REQUIRE(q.has_value());
+  CHECK(q->from == 1);
+  CHECK(q->to == 2);
+  CHECK(q->seq == 3);
+  for (std::size_t n = 0; n < vd::cm_request_size; ++n) CHECK(!vd::parse_cm_request(std::span(buf).first(n)));
+  auto bad = buf;
+  bad[4] = std::byte{2};  // version
+  CHECK(!vd::parse_cm_request(bad));
+  bad = buf;
+  bad[6] = std::byte{1};  // reserved
+  CHECK(!vd::parse_cm_request(bad));
+  bad = buf;
+  bad[0] = std::byte{'Y'};
+  CHECK(!vd::parse_cm_request(bad));
 }
 
 TEST_CASE("verbs hello: round trip and refusals") {
@@ -263,6 +324,14 @@ TEST_CASE("verbs options: environment overrides and range checks") {
   for (const char* v :
        {"FABRIX_VERBS_TIMEOUT", "FABRIX_VERBS_GID_INDEX", "FABRIX_VERBS_DEVICE", "FABRIX_VERBS_RETRY_CNT"})
     ::unsetenv(v);
+  CHECK(fabrix::verbs::options_from_env()->connect == fabrix::verbs::connect_method::bootstrap);
+  ::setenv("FABRIX_VERBS_CONNECT", "rdma_cm", 1);
+  CHECK(fabrix::verbs::options_from_env()->connect == fabrix::verbs::connect_method::rdma_cm);
+  ::setenv("FABRIX_VERBS_CONNECT", "tcp", 1);
+  auto method = fabrix::verbs::options_from_env();
+  REQUIRE(!method.has_value());
+  CHECK(method.error().message.find("FABRIX_VERBS_CONNECT") != std::string::npos);
+  ::unsetenv("FABRIX_VERBS_CONNECT");
 }
 
 TEST_CASE("verbs on a host without an RDMA device: a clear unsupported, and open(auto) falls back") {

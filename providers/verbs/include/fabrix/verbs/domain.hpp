@@ -11,6 +11,7 @@
 #include <fabrix/remote_buffer.hpp>
 #include <fabrix/result.hpp>
 #include <fabrix/verbs/address.hpp>
+#include <fabrix/verbs/cm.hpp>
 #include <fabrix/verbs/device.hpp>
 #include <fabrix/verbs/endpoint.hpp>
 #include <fabrix/verbs/handshake.hpp>
@@ -50,17 +51,28 @@ class domain_impl {
   static result<domain_impl> create(const domain_options& opts) { return create(opts, options{}); }
 
   // `base` holds code-level tunables; FABRIX_VERBS_* variables override them,
-  // and opts.device overrides the device.
+  // and opts.device / opts.transport override the device / connection path.
   static result<domain_impl> create(const domain_options& opts, const options& base) {
     if (opts.max_outstanding == 0) return unexpected(status::invalid_argument, "max_outstanding must be > 0", "verbs");
     auto o = options_from_env(base);
     if (!o) return unexpected(std::move(o).error());
     if (!opts.device.empty()) o->device = opts.device;
+    // domain_options::transport picks the connection path ("" keeps the
+    // options / FABRIX_VERBS_CONNECT; "rc" is the conformance label).
+    if (opts.transport == "rdma_cm")
+      o->connect = connect_method::rdma_cm;
+    else if (opts.transport == "bootstrap")
+      o->connect = connect_method::bootstrap;
+    else if (!opts.transport.empty() && opts.transport != "rc")
+      return unexpected(status::invalid_argument,
+                        "verbs: transport '" + opts.transport + "' is not rdma_cm, bootstrap or rc", "verbs");
     auto dev = detail::open_device(*o);
     if (!dev) return unexpected(std::move(dev).error());
     auto d = std::make_unique<detail::domain_state>(*o, opts.max_outstanding);
     d->ctx = dev->ctx;
     d->dev = dev->choice;
+    if (d->opts.connect == connect_method::rdma_cm)
+      if (auto r = detail::cm_open(*d); !r) return unexpected(r.error());
     if (auto r = setup(*d); !r) return unexpected(r.error());
     return domain_impl(std::move(d));
   }
@@ -90,7 +102,13 @@ class domain_impl {
     return make_region(mr, iova, len, where, rights);
   }
 
+  // With rdma_cm, every 64th call also reads the connection events (peer
+  // disconnects); wait() reads them whenever they come.
   std::size_t poll(std::span<completion> out) {
+    if (d_->cm_channel && ++d_->cm_tick >= 64) {
+      d_->cm_tick = 0;
+      detail::drive_cm(*d_);
+    }
     if (d_->ring.size() < out.size()) detail::drive(*d_, out.size());
     return d_->ring.drain(out);
   }
@@ -105,8 +123,10 @@ class domain_impl {
       if (detail::drive(d) > 0) continue;  // arrived before the CQ was armed
       const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) return status::timed_out;
-      pollfd pfd{d.channel->fd, POLLIN, 0};
-      if (::poll(&pfd, 1, static_cast<int>(left.count())) > 0) {
+      pollfd pfd[2] = {{d.channel->fd, POLLIN, 0}, {d.cm_channel ? d.cm_channel->fd : -1, POLLIN, 0}};
+      if (::poll(pfd, d.cm_channel ? 2 : 1, static_cast<int>(left.count())) > 0) {
+        if (pfd[1].revents) detail::drive_cm(d);  // a disconnect flushes requests: their completions follow
+        if (!pfd[0].revents) continue;
         ibv_cq* cq = nullptr;
         void* ctx = nullptr;
         if (ibv_get_cq_event(d.channel, &cq, &ctx) == 0 && ++d.unacked_events >= 64) {
@@ -129,6 +149,7 @@ class domain_impl {
     a.qkey = detail::ud_qkey;
     a.flush_addr = reinterpret_cast<std::uintptr_t>(d_->flush_word());
     a.flush_rkey = d_->flush_mr->rkey;
+    if (d_->cm_listener) detail::cm_fill_address(*d_, a);
     return detail::encode_address(a);
   }
 
@@ -152,8 +173,12 @@ class domain_impl {
     return "verbs " + v.name + " port " + std::to_string(v.port) + " (" + v.why_device + "), " +
            std::string(detail::to_string(v.gid.kind)) + " GID[" + std::to_string(v.gid.index) + "] " +
            detail::gid_text(v.gid.raw) + " (" + v.why_gid + "), MTU " + detail::mtu_text(v.mtu) + ", max_sge " +
-           std::to_string(d_->max_sge) + ", inline " + std::to_string(d_->max_inline) + " B";
+           std::to_string(d_->max_sge) + ", inline " + std::to_string(d_->max_inline) + " B, " +
+           (d_->cm_listener ? "connects through rdma_cm (listening on " +
+                                  detail::sockaddr_text(reinterpret_cast<const sockaddr*>(&d_->cm_addr)) + ")"
+                            : std::string("connects through the bootstrap (UD handshake)"));
   }
+  connect_method connection_method() const noexcept { return d_->opts.connect; }
 
   const options& settings() const noexcept { return d_->opts; }
   // Datagrams and messages from peers that were malformed or unroutable.
