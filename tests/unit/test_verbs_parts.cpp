@@ -146,6 +146,103 @@ TEST_CASE("verbs rdma_cm request: round trip, padding ignored, refusals") {
   CHECK(!vd::parse_cm_request(bad));
 }
 
+namespace {
+
+// Stands in for the NIC and the GPU backend: which calls succeed is set per
+// case; records what was called.
+struct fake_device_ops {
+  bool can_export = true, dmabuf_reg_ok = true, peer_loaded = true, peer_reg_ok = true;
+  int dmabuf_errno = EOPNOTSUPP, peer_errno = EFAULT;
+  ibv_mr dmabuf_mr{}, plain_mr{};
+  int exported = 0, closed = 0, reg_dmabuf_calls = 0, reg_mr_calls = 0;
+  std::uint64_t seen_offset = 0, seen_iova = 0;
+
+  int export_dmabuf(const void*, std::size_t, std::uint64_t* off, std::string* why) {
+    if (!can_export) {
+      *why = "cuMemGetHandleForAddressRange: not supported";
+      return -1;
+    }
+    ++exported;
+    *off = 123;
+    return 42;
+  }
+  ibv_mr* reg_dmabuf(std::uint64_t off, std::size_t, std::uint64_t iova, int fd, int) {
+    ++reg_dmabuf_calls;
+    seen_offset = off;
+    seen_iova = iova;
+    CHECK(fd == 42);
+    errno = dmabuf_errno;
+    return dmabuf_reg_ok ? &dmabuf_mr : nullptr;
+  }
+  void close(int fd) {
+    CHECK(fd == 42);
+    ++closed;
+  }
+  bool peer_memory(const void*) const { return peer_loaded; }
+  ibv_mr* reg_mr(void*, std::size_t, int) {
+    ++reg_mr_calls;
+    errno = peer_errno;
+    return peer_reg_ok ? &plain_mr : nullptr;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("verbs cuda_device registration: dma-buf first, then peer memory, else a clear unsupported") {
+  std::byte fake_device[64];
+  SUBCASE("dma-buf works: used, at the pointer's address, and the fd is closed") {
+    fake_device_ops ops;
+    auto r = vd::register_device_memory(ops, fake_device, sizeof fake_device, IBV_ACCESS_LOCAL_WRITE);
+    REQUIRE(r.has_value());
+    CHECK(r->how == fabrix::verbs::gpu_registration::dmabuf);
+    CHECK(r->mr == &ops.dmabuf_mr);
+    CHECK(ops.seen_offset == 123);
+    CHECK(ops.seen_iova == reinterpret_cast<std::uintptr_t>(fake_device));
+    CHECK(ops.closed == 1);
+    CHECK(ops.reg_mr_calls == 0);
+  }
+  SUBCASE("the NIC refuses the dma-buf: peer memory, and the fd is still closed") {
+    fake_device_ops ops;
+    ops.dmabuf_reg_ok = false;
+    auto r = vd::register_device_memory(ops, fake_device, sizeof fake_device, IBV_ACCESS_LOCAL_WRITE);
+    REQUIRE(r.has_value());
+    CHECK(r->how == fabrix::verbs::gpu_registration::peer_memory);
+    CHECK(r->mr == &ops.plain_mr);
+    CHECK(ops.closed == 1);
+  }
+  SUBCASE("no dma-buf export: peer memory without any fd") {
+    fake_device_ops ops;
+    ops.can_export = false;
+    auto r = vd::register_device_memory(ops, fake_device, sizeof fake_device, IBV_ACCESS_LOCAL_WRITE);
+    REQUIRE(r.has_value());
+    CHECK(r->how == fabrix::verbs::gpu_registration::peer_memory);
+    CHECK(ops.reg_dmabuf_calls == 0);
+    CHECK(ops.closed == 0);
+  }
+  SUBCASE("neither: unsupported, naming why each way failed; no peer registration without the module") {
+    fake_device_ops ops;
+    ops.dmabuf_reg_ok = false;
+    ops.peer_loaded = false;
+    auto r = vd::register_device_memory(ops, fake_device, sizeof fake_device, IBV_ACCESS_LOCAL_WRITE);
+    REQUIRE(!r.has_value());
+    CHECK(r.error().code == status::unsupported);
+    CHECK(r.error().message.find("ibv_reg_dmabuf_mr: Operation not supported") != std::string::npos);
+    CHECK(r.error().message.find("nvidia_peermem") != std::string::npos);
+    CHECK(ops.reg_mr_calls == 0);
+    CHECK(ops.closed == 1);
+  }
+  SUBCASE("both fail at the NIC: unsupported with both errors") {
+    fake_device_ops ops;
+    ops.can_export = false;
+    ops.peer_reg_ok = false;
+    auto r = vd::register_device_memory(ops, fake_device, sizeof fake_device, IBV_ACCESS_LOCAL_WRITE);
+    REQUIRE(!r.has_value());
+    CHECK(r.error().code == status::unsupported);
+    CHECK(r.error().message.find("cuMemGetHandleForAddressRange: not supported") != std::string::npos);
+    CHECK(r.error().message.find("ibv_reg_mr on device memory: Bad address") != std::string::npos);
+  }
+}
+
 TEST_CASE("verbs hello: round trip and refusals") {
   vd::hello h{true, true, 1, 2, 3, 0xabcdef, 0x123};
   std::vector<std::byte> buf(vd::hello_size);

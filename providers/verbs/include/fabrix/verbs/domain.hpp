@@ -13,6 +13,7 @@
 #include <fabrix/verbs/address.hpp>
 #include <fabrix/verbs/cm.hpp>
 #include <fabrix/verbs/device.hpp>
+#include <fabrix/verbs/device_memory.hpp>
 #include <fabrix/verbs/endpoint.hpp>
 #include <fabrix/verbs/handshake.hpp>
 #include <fabrix/verbs/options.hpp>
@@ -41,7 +42,7 @@ inline constexpr capabilities verbs_caps{
     .write_with_imm = true,
     .atomics = true,
     .send_recv = true,
-    .gpu = gpu_path::none,           // dmabuf registration is not wired to the CUDA helpers yet
+    .gpu = gpu_path::none,           // at run time: direct when dma-buf or peer memory works (runtime_caps())
     .max_sge = 32,                   // at run time: what the device allows (runtime_caps())
     .needs_target_progress = false,  // the target's NIC does RMA and atomics
 };
@@ -74,15 +75,28 @@ class domain_impl {
     if (d->opts.connect == connect_method::rdma_cm)
       if (auto r = detail::cm_open(*d); !r) return unexpected(r.error());
     if (auto r = setup(*d); !r) return unexpected(r.error());
+    probe_gpu(*d);
     return domain_impl(std::move(d));
   }
 
+  // Host memory: ibv_reg_mr. cuda_device memory: dma-buf, then peer memory
+  // (device_memory.hpp), through the installed GPU backend; without one
+  // (no <fabrix/verbs/cuda.hpp> in the program), unsupported.
   result<region_impl> register_memory(void* addr, std::size_t len, memory_location where, access rights) {
+    if (where.kind == memory_kind::cuda_device) {
+      const device_memory_hooks* hooks = detail::installed_device_memory();
+      if (hooks == nullptr)
+        return unexpected(status::unsupported,
+                          "verbs: cuda_device memory needs a GPU memory backend: include <fabrix/verbs/cuda.hpp> "
+                          "in a program built with fabrix-cuda (this one has none)",
+                          "verbs");
+      detail::verbs_device_ops ops{d_->pd, hooks};
+      auto r = detail::register_device_memory(ops, addr, len, access_flags(rights));
+      if (!r) return unexpected(std::move(r).error());
+      return make_region(r->mr, reinterpret_cast<std::uintptr_t>(addr), len, where, rights);
+    }
     if (where.kind != memory_kind::host)
-      return unexpected(status::unsupported,
-                        "verbs: cuda_device memory needs ibv_reg_dmabuf_mr with a CUDA dmabuf fd, which is not "
-                        "wired to the CUDA helpers yet (see register_dmabuf)",
-                        "verbs");
+      return unexpected(status::unsupported, "verbs: only host and cuda_device memory can be registered", "verbs");
     ibv_mr* mr = ibv_reg_mr(d_->pd, addr, len, access_flags(rights));
     if (mr == nullptr) {
       const int e = errno;
@@ -92,9 +106,9 @@ class domain_impl {
     return make_region(mr, reinterpret_cast<std::uintptr_t>(addr), len, where, rights);
   }
 
-  // The seam for device memory: registers `len` bytes at `offset` of a
-  // dmabuf (e.g. from cuMemGetHandleForAddressRange), visible to peers at
-  // virtual address `iova`. Untested here (no GPU); not yet called by fabrix.
+  // Registers `len` bytes at `offset` of a dma-buf the caller exported
+  // itself, visible to peers at virtual address `iova`. register_memory()
+  // does this for cuda_device memory through the installed backend.
   result<region_impl> register_dmabuf(int fd, std::uint64_t offset, std::size_t len, std::uint64_t iova,
                                       memory_location where, access rights) {
     ibv_mr* mr = ibv_reg_dmabuf_mr(d_->pd, offset, len, iova, fd, access_flags(rights));
@@ -165,6 +179,7 @@ class domain_impl {
     capabilities c = verbs_caps;
     c.max_sge = d_->max_sge;
     c.atomics = d_->attr.atomic_cap != IBV_ATOMIC_NONE;
+    c.gpu = d_->gpu == gpu_registration::none ? gpu_path::none : gpu_path::direct;
     return c;
   }
   // Device, port, GID and why they were chosen.
@@ -176,9 +191,14 @@ class domain_impl {
            std::to_string(d_->max_sge) + ", inline " + std::to_string(d_->max_inline) + " B, " +
            (d_->cm_listener ? "connects through rdma_cm (listening on " +
                                   detail::sockaddr_text(reinterpret_cast<const sockaddr*>(&d_->cm_addr)) + ")"
-                            : std::string("connects through the bootstrap (UD handshake)"));
+                            : std::string("connects through the bootstrap (UD handshake)")) +
+           ", GPU memory: " + to_string(d_->gpu) + (d_->gpu == gpu_registration::none ? " (" + d_->gpu_why + ")" : "");
   }
   connect_method connection_method() const noexcept { return d_->opts.connect; }
+  // How cuda_device memory is registered here (the probe at creation), and
+  // why not when none.
+  gpu_registration gpu_memory() const noexcept { return d_->gpu; }
+  const std::string& gpu_memory_why() const noexcept { return d_->gpu_why; }
 
   const options& settings() const noexcept { return d_->opts; }
   // Datagrams and messages from peers that were malformed or unroutable.
@@ -210,6 +230,17 @@ class domain_impl {
     fabrix::detail::store_le<std::uint32_t>(rb.key.data(), mr->rkey);
     rb.seal = rb.compute_seal(d_->secret);
     return region_impl(mr, rb);
+  }
+
+  // Which way cuda_device memory registers on this device, tried once on a
+  // small device buffer by the backend (none without a backend).
+  static void probe_gpu(detail::domain_state& d) {
+    const device_memory_hooks* hooks = detail::installed_device_memory();
+    if (hooks == nullptr || hooks->probe == nullptr) {
+      d.gpu_why = "no GPU memory backend in this program (<fabrix/verbs/cuda.hpp>)";
+      return;
+    }
+    d.gpu = hooks->probe(d.pd, &d.gpu_why);
   }
 
   static result<void> setup(detail::domain_state& d) {

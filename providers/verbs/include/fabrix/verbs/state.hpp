@@ -11,6 +11,7 @@
 #include <fabrix/verbs/address.hpp>
 #include <fabrix/verbs/credits.hpp>
 #include <fabrix/verbs/device.hpp>
+#include <fabrix/verbs/device_memory.hpp>
 #include <fabrix/verbs/options.hpp>
 
 #include <infiniband/verbs.h>
@@ -156,6 +157,9 @@ struct domain_state {
   std::deque<cm_waiting> cm_requests;
   std::uint32_t cm_tick = 0;  // poll() calls since the event channel was last read
   std::uint64_t cm_rejected = 0;
+
+  gpu_registration gpu = gpu_registration::none;  // probed at creation (device_memory.hpp)
+  std::string gpu_why;                            // why none
 
   domain_state(const options& o, std::size_t max_outstanding)
       : opts(o), ring(max_outstanding), credits(max_outstanding) {}
