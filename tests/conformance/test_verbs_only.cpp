@@ -101,7 +101,11 @@ TEST_CASE("verbs: a dead peer shows as peer_unreachable within the configured RC
           fxt::rank_fail("retry or disconnect", __FILE__, __LINE__, why);
         std::fprintf(stderr, "dead peer noticed after %.0f ms\n",
                      std::chrono::duration<double, std::milli>(took).count());
-        FX_CHECK(took < std::chrono::seconds(3));
+        // Due after (retry_cnt + 1) tries of 4.096 us x 2^timeout; twice that
+        // plus 1 s leaves room for a loaded host stalling the VM.
+        const auto o = fxt::must(fabrix::verbs::options_from_env(), "options");
+        const double due_ms = (o.retry_cnt + 1) * 4.096e-3 * static_cast<double>(1ull << o.timeout);
+        FX_CHECK(took < std::chrono::milliseconds(static_cast<long>(2 * due_ms) + 1000));
         FX_CHECK_STATUS(env.qps[1].write(mr.slice(0, 8), peers[1].slice(0, 8), 2), status::peer_unreachable);
       },
       std::chrono::seconds(60), [](int rank) { return rank == 1 ? fxt::ending::killed : fxt::ending::exit_ok; });
