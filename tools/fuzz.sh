@@ -11,7 +11,7 @@ cxx=${CLANGXX:-clang++}
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
        -Iinclude -Iproviders/ucx/include -Iproviders/verbs/include -Icuda/include)
 declare -A extra=([remote_buffer]="" [bootstrap_wire]="src/bootstrap/wire.cpp" [ucx_address]="-lucp -luct -lucs"
-                  [verbs_address]="-libverbs" [cuda_ipc_wire]="")
+                  [verbs_address]="-libverbs -lrdmacm" [cuda_ipc_wire]="")
 for target in remote_buffer bootstrap_wire ucx_address verbs_address cuda_ipc_wire; do
   # shellcheck disable=SC2086
   "$cxx" "${flags[@]}" "tests/fuzz/fuzz_$target.cpp" ${extra[$target]} -o "$out/fuzz_$target"

@@ -2,7 +2,9 @@
 // an active port (tests/vm runs it on soft-RoCE rxe0); without one the whole
 // run is skipped. FABRIX_TEST_TRANSPORT is unused; FABRIX_VERBS_DEVICE /
 // FABRIX_VERBS_GID_INDEX pick the device and GID, FABRIX_VERBS_TIMEOUT and
-// FABRIX_VERBS_RETRY_CNT bound how long a dead peer goes unnoticed.
+// FABRIX_VERBS_RETRY_CNT bound how long a dead peer goes unnoticed, and
+// FABRIX_VERBS_CONNECT=rdma_cm runs the whole suite over rdma_cm-connected
+// queue pairs (tests/vm runs it both ways).
 #pragma once
 
 #include "harness.hpp"

@@ -1,4 +1,4 @@
-// The verbs provider's device-free parts: address and hello encodings, GID
+// The verbs provider's device-free parts: address, hello and rdma_cm request encodings, GID
 // ranking, PCIe distance on a fake sysfs tree, send-queue credit accounting
 // and the options read from the environment.
 #include <doctest/doctest.h>
@@ -66,7 +66,9 @@ TEST_CASE("verbs address: round trip, every truncation, trailing bytes, bad fiel
   bad[0] = std::byte{'X'};
   CHECK(vd::parse_address(bad).code() == status::invalid_argument);
   bad = blob;
-  bad[4] = std::byte{2};  // version
+  bad[4] = std::byte{1};  // version 1 (76 bytes, no rdma_cm fields) is refused
+  CHECK(vd::parse_address(bad).code() == status::invalid_argument);
+  bad[4] = std::byte{3};
   CHECK(vd::parse_address(bad).code() == status::invalid_argument);
   auto field = a;
   field.mtu = 6;
@@ -82,6 +84,162 @@ TEST_CASE("verbs address: round trip, every truncation, trailing bytes, bad fiel
     std::vector<std::byte> junk(rng() % 120);
     for (auto& b : junk) b = static_cast<std::byte>(rng());
     CHECK(vd::parse_address(junk).code() == status::invalid_argument);
+  }
+}
+
+TEST_CASE("verbs address: rdma_cm listener fields round trip; inconsistent ones are refused") {
+  auto a = sample_address();
+  a.connect = 1;
+  a.cm_family = 4;
+  a.cm_port = 4791;
+  a.cm_ip = {10, 77, 0, 1};
+  const auto blob = vd::encode_address(a);
+  auto back = vd::parse_address(blob);
+  REQUIRE(back.has_value());
+  CHECK(back->connect == 1);
+  CHECK(back->cm_family == 4);
+  CHECK(back->cm_port == 4791);
+  CHECK(back->cm_ip == a.cm_ip);
+  CHECK(vd::encode_address(*back) == blob);
+  const auto ss = vd::cm_peer_sockaddr(*back);
+  CHECK(vd::sockaddr_text(reinterpret_cast<const sockaddr*>(&ss)) == "10.77.0.1:4791");
+  auto six = a;
+  six.cm_family = 6;
+  six.cm_ip = {0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9};
+  REQUIRE(vd::parse_address(vd::encode_address(six)).has_value());
+  const auto ss6 = vd::cm_peer_sockaddr(six);
+  CHECK(vd::sockaddr_text(reinterpret_cast<const sockaddr*>(&ss6)) == "[2001:db8::9]:4791");
+  auto f = a;
+  f.cm_port = 0;
+  CHECK(vd::parse_address(vd::encode_address(f)).code() == status::invalid_argument);
+  f = a;
+  f.cm_family = 5;
+  CHECK(vd::parse_address(vd::encode_address(f)).code() == status::invalid_argument);
+  f = a;
+  f.cm_ip[9] = 1;  // bytes past an IPv4 address
+  CHECK(vd::parse_address(vd::encode_address(f)).code() == status::invalid_argument);
+  f = a;
+  f.connect = 2;
+  CHECK(vd::parse_address(vd::encode_address(f)).code() == status::invalid_argument);
+  f = sample_address();  // bootstrap, but with a port
+  f.cm_port = 1;
+  CHECK(vd::parse_address(vd::encode_address(f)).code() == status::invalid_argument);
+}
+
+TEST_CASE("verbs rdma_cm request: round trip, padding ignored, refusals") {
+  std::vector<std::byte> buf(56);  // the transport pads private data with zeros
+  vd::encode_cm_request(vd::cm_request{1, 2, 3}, buf.data());
+  auto q = vd::parse_cm_request(buf);
+  REQUIRE(q.has_value());
+  CHECK(q->from == 1);
+  CHECK(q->to == 2);
+  CHECK(q->seq == 3);
+  for (std::size_t n = 0; n < vd::cm_request_size; ++n) CHECK(!vd::parse_cm_request(std::span(buf).first(n)));
+  auto bad = buf;
+  bad[4] = std::byte{2};  // version
+  CHECK(!vd::parse_cm_request(bad));
+  bad = buf;
+  bad[6] = std::byte{1};  // reserved
+  CHECK(!vd::parse_cm_request(bad));
+  bad = buf;
+  bad[0] = std::byte{'Y'};
+  CHECK(!vd::parse_cm_request(bad));
+}
+
+namespace {
+
+// Stands in for the NIC and the GPU backend: which calls succeed is set per
+// case; records what was called.
+struct fake_device_ops {
+  bool can_export = true, dmabuf_reg_ok = true, peer_loaded = true, peer_reg_ok = true;
+  int dmabuf_errno = EOPNOTSUPP, peer_errno = EFAULT;
+  ibv_mr dmabuf_mr{}, plain_mr{};
+  int exported = 0, closed = 0, reg_dmabuf_calls = 0, reg_mr_calls = 0;
+  std::uint64_t seen_offset = 0, seen_iova = 0;
+
+  int export_dmabuf(const void*, std::size_t, std::uint64_t* off, std::string* why) {
+    if (!can_export) {
+      *why = "cuMemGetHandleForAddressRange: not supported";
+      return -1;
+    }
+    ++exported;
+    *off = 123;
+    return 42;
+  }
+  ibv_mr* reg_dmabuf(std::uint64_t off, std::size_t, std::uint64_t iova, int fd, int) {
+    ++reg_dmabuf_calls;
+    seen_offset = off;
+    seen_iova = iova;
+    CHECK(fd == 42);
+    errno = dmabuf_errno;
+    return dmabuf_reg_ok ? &dmabuf_mr : nullptr;
+  }
+  void close(int fd) {
+    CHECK(fd == 42);
+    ++closed;
+  }
+  bool peer_memory(const void*) const { return peer_loaded; }
+  ibv_mr* reg_mr(void*, std::size_t, int) {
+    ++reg_mr_calls;
+    errno = peer_errno;
+    return peer_reg_ok ? &plain_mr : nullptr;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("verbs cuda_device registration: dma-buf first, then peer memory, else a clear unsupported") {
+  std::byte fake_device[64];
+  SUBCASE("dma-buf works: used, at the pointer's address, and the fd is closed") {
+    fake_device_ops ops;
+    auto r = vd::register_device_memory(ops, fake_device, sizeof fake_device, IBV_ACCESS_LOCAL_WRITE);
+    REQUIRE(r.has_value());
+    CHECK(r->how == fabrix::verbs::gpu_registration::dmabuf);
+    CHECK(r->mr == &ops.dmabuf_mr);
+    CHECK(ops.seen_offset == 123);
+    CHECK(ops.seen_iova == reinterpret_cast<std::uintptr_t>(fake_device));
+    CHECK(ops.closed == 1);
+    CHECK(ops.reg_mr_calls == 0);
+  }
+  SUBCASE("the NIC refuses the dma-buf: peer memory, and the fd is still closed") {
+    fake_device_ops ops;
+    ops.dmabuf_reg_ok = false;
+    auto r = vd::register_device_memory(ops, fake_device, sizeof fake_device, IBV_ACCESS_LOCAL_WRITE);
+    REQUIRE(r.has_value());
+    CHECK(r->how == fabrix::verbs::gpu_registration::peer_memory);
+    CHECK(r->mr == &ops.plain_mr);
+    CHECK(ops.closed == 1);
+  }
+  SUBCASE("no dma-buf export: peer memory without any fd") {
+    fake_device_ops ops;
+    ops.can_export = false;
+    auto r = vd::register_device_memory(ops, fake_device, sizeof fake_device, IBV_ACCESS_LOCAL_WRITE);
+    REQUIRE(r.has_value());
+    CHECK(r->how == fabrix::verbs::gpu_registration::peer_memory);
+    CHECK(ops.reg_dmabuf_calls == 0);
+    CHECK(ops.closed == 0);
+  }
+  SUBCASE("neither: unsupported, naming why each way failed; no peer registration without the module") {
+    fake_device_ops ops;
+    ops.dmabuf_reg_ok = false;
+    ops.peer_loaded = false;
+    auto r = vd::register_device_memory(ops, fake_device, sizeof fake_device, IBV_ACCESS_LOCAL_WRITE);
+    REQUIRE(!r.has_value());
+    CHECK(r.error().code == status::unsupported);
+    CHECK(r.error().message.find("ibv_reg_dmabuf_mr: Operation not supported") != std::string::npos);
+    CHECK(r.error().message.find("nvidia_peermem") != std::string::npos);
+    CHECK(ops.reg_mr_calls == 0);
+    CHECK(ops.closed == 1);
+  }
+  SUBCASE("both fail at the NIC: unsupported with both errors") {
+    fake_device_ops ops;
+    ops.can_export = false;
+    ops.peer_reg_ok = false;
+    auto r = vd::register_device_memory(ops, fake_device, sizeof fake_device, IBV_ACCESS_LOCAL_WRITE);
+    REQUIRE(!r.has_value());
+    CHECK(r.error().code == status::unsupported);
+    CHECK(r.error().message.find("cuMemGetHandleForAddressRange: not supported") != std::string::npos);
+    CHECK(r.error().message.find("ibv_reg_mr on device memory: Bad address") != std::string::npos);
   }
 }
 
@@ -263,6 +421,14 @@ TEST_CASE("verbs options: environment overrides and range checks") {
   for (const char* v :
        {"FABRIX_VERBS_TIMEOUT", "FABRIX_VERBS_GID_INDEX", "FABRIX_VERBS_DEVICE", "FABRIX_VERBS_RETRY_CNT"})
     ::unsetenv(v);
+  CHECK(fabrix::verbs::options_from_env()->connect == fabrix::verbs::connect_method::bootstrap);
+  ::setenv("FABRIX_VERBS_CONNECT", "rdma_cm", 1);
+  CHECK(fabrix::verbs::options_from_env()->connect == fabrix::verbs::connect_method::rdma_cm);
+  ::setenv("FABRIX_VERBS_CONNECT", "tcp", 1);
+  auto method = fabrix::verbs::options_from_env();
+  REQUIRE(!method.has_value());
+  CHECK(method.error().message.find("FABRIX_VERBS_CONNECT") != std::string::npos);
+  ::unsetenv("FABRIX_VERBS_CONNECT");
 }
 
 TEST_CASE("verbs on a host without an RDMA device: a clear unsupported, and open(auto) falls back") {

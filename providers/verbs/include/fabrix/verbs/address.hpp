@@ -1,15 +1,19 @@
-// The bytes verbs domains exchange. Device-free; both decoders are fuzzed.
+// The bytes verbs domains exchange. Device-free; every decoder is fuzzed.
 //
-// Address blob — what domain::address() gives and connect() takes (v1, 76 bytes,
+// Address blob — what domain::address() gives and connect() takes (v2, 96 bytes,
 // integers little-endian):
 //   "FBXV" u16 version  u8 link_layer  u8 mtu  u64 nonce  u8[16] secret
 //   u8[16] gid  u16 lid  u16 0  u32 ud_qpn  u32 qkey  u64 flush_addr
-//   u32 flush_rkey  u32 0
+//   u32 flush_rkey  u8 connect  u8 cm_family  u16 cm_port  u8[16] cm_ip  u32 0
 // It names the domain (nonce), gives the secret that seals its
 // remote_buffers, its port address (GID/LID, MTU) and its UD queue pair,
 // through which the two sides of each connect() trade RC queue pair numbers.
 // flush_addr/flush_rkey: an 8-byte word of the domain that peers may read;
 // flush is an RDMA read of it (see post.hpp).
+// connect: how the domain connects (options.hpp: 0 bootstrap, 1 rdma_cm).
+// With rdma_cm, cm_family (4 or 6), cm_ip (IPv4 in the first 4 bytes, the
+// rest zero) and cm_port (host order) say where its rdma_cm listener is;
+// with the bootstrap they are all zero. v1 (76 bytes) had none of them.
 //
 // Hello — one UD datagram of the connection handshake (v1, 40 bytes):
 //   "FBXH" u16 version  u8 flags  u8 0  u64 from  u64 to  u32 seq
@@ -18,12 +22,19 @@
 // same two domains, so the k-th connect on one side pairs with the k-th on
 // the other. flags bit 0: the sender has the receiver's hello already;
 // bit 1: this hello answers one (answers are never answered).
+//
+// Connect request — the private data of an rdma_cm connect request (v1, 28
+// bytes; the transport may pad it with zeros):
+//   "FBXC" u16 version  u16 0  u64 from  u64 to  u32 seq
+// with the same meaning as in a hello: the passive side pairs the request
+// with its own k-th connect() to `from`.
 #pragma once
 
 #include <fabrix/detail/little_endian.hpp>
 #include <fabrix/detail/siphash.hpp>
 #include <fabrix/result.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -35,8 +46,10 @@
 
 namespace fabrix::verbs::detail {
 
-inline constexpr std::uint16_t address_version = 1;
-inline constexpr std::size_t address_size = 76;
+inline constexpr std::uint16_t address_version = 2;
+inline constexpr std::size_t address_size = 96;
+inline constexpr std::uint16_t cm_request_version = 1;
+inline constexpr std::size_t cm_request_size = 28;
 inline constexpr std::uint16_t hello_version = 1;
 inline constexpr std::size_t hello_size = 40;
 inline constexpr std::uint32_t max_qpn = 0xffffff;  // QPNs and PSNs are 24-bit
@@ -52,6 +65,16 @@ struct peer_address {
   std::uint32_t qkey = 0;
   std::uint64_t flush_addr = 0;
   std::uint32_t flush_rkey = 0;
+  std::uint8_t connect = 0;    // 0: bootstrap (UD hellos), 1: rdma_cm
+  std::uint8_t cm_family = 0;  // 4 or 6 with rdma_cm, else 0
+  std::uint16_t cm_port = 0;
+  std::array<std::uint8_t, 16> cm_ip{};
+};
+
+struct cm_request {
+  std::uint64_t from = 0;
+  std::uint64_t to = 0;
+  std::uint32_t seq = 0;
 };
 
 struct hello {
@@ -80,6 +103,10 @@ inline std::vector<std::byte> encode_address(const peer_address& a) {
   w.put<std::uint32_t>(a.qkey);
   w.put<std::uint64_t>(a.flush_addr);
   w.put<std::uint32_t>(a.flush_rkey);
+  w.put<std::uint8_t>(a.connect);
+  w.put<std::uint8_t>(a.cm_family);
+  w.put<std::uint16_t>(a.cm_port);
+  w.put_bytes(reinterpret_cast<const std::byte*>(a.cm_ip.data()), 16);
   w.put<std::uint32_t>(0);
   return blob;
 }
@@ -108,11 +135,28 @@ inline result<peer_address> parse_address(std::span<const std::byte> blob) {
   a.qkey = r.get<std::uint32_t>();
   a.flush_addr = r.get<std::uint64_t>();
   a.flush_rkey = r.get<std::uint32_t>();
+  a.connect = r.get<std::uint8_t>();
+  a.cm_family = r.get<std::uint8_t>();
+  a.cm_port = r.get<std::uint16_t>();
+  std::memcpy(a.cm_ip.data(), r.position(), 16);
+  r.skip(16);
   const auto pad2 = r.get<std::uint32_t>();
   if (a.link_layer != 1 && a.link_layer != 2) return bad("unknown link layer");
   if (a.mtu < 1 || a.mtu > 5) return bad("unknown MTU");
   if (a.ud_qpn == 0 || a.ud_qpn > max_qpn) return bad("UD queue pair number out of range");
   if (pad1 != 0 || pad2 != 0) return bad("reserved bytes are not zero");
+  const bool ip_zero_from4 = std::all_of(a.cm_ip.begin() + 4, a.cm_ip.end(), [](std::uint8_t b) { return b == 0; });
+  const bool ip_zero =
+      ip_zero_from4 && std::all_of(a.cm_ip.begin(), a.cm_ip.begin() + 4, [](std::uint8_t b) { return b == 0; });
+  if (a.connect == 0) {
+    if (a.cm_family != 0 || a.cm_port != 0 || !ip_zero) return bad("rdma_cm fields set on a bootstrap address");
+  } else if (a.connect == 1) {
+    if (a.cm_family != 4 && a.cm_family != 6) return bad("unknown rdma_cm address family");
+    if (a.cm_port == 0) return bad("rdma_cm port is zero");
+    if (a.cm_family == 4 && !ip_zero_from4) return bad("IPv4 rdma_cm address with stray bytes");
+  } else {
+    return bad("unknown connection method");
+  }
   return a;
 }
 
@@ -149,6 +193,31 @@ inline std::optional<hello> parse_hello(std::span<const std::byte> in) noexcept 
   if ((flags & ~3u) != 0 || pad != 0 || pad2 != 0) return std::nullopt;
   if (h.rc_qpn == 0 || h.rc_qpn > max_qpn || h.psn > max_qpn) return std::nullopt;
   return h;
+}
+
+inline void encode_cm_request(const cm_request& q, std::byte* out) noexcept {
+  fabrix::detail::le_writer w(out);
+  w.put_bytes(reinterpret_cast<const std::byte*>("FBXC"), 4);
+  w.put<std::uint16_t>(cm_request_version);
+  w.put<std::uint16_t>(0);
+  w.put<std::uint64_t>(q.from);
+  w.put<std::uint64_t>(q.to);
+  w.put<std::uint32_t>(q.seq);
+}
+
+// Nothing unless `in` starts with a well-formed request (bytes after the
+// first cm_request_size are the transport's padding and are ignored).
+// Never reads outside `in`.
+inline std::optional<cm_request> parse_cm_request(std::span<const std::byte> in) noexcept {
+  if (in.size() < cm_request_size || std::memcmp(in.data(), "FBXC", 4) != 0) return std::nullopt;
+  fabrix::detail::le_reader r(in.data() + 4);
+  if (r.get<std::uint16_t>() != cm_request_version) return std::nullopt;
+  if (r.get<std::uint16_t>() != 0) return std::nullopt;
+  cm_request q;
+  q.from = r.get<std::uint64_t>();
+  q.to = r.get<std::uint64_t>();
+  q.seq = r.get<std::uint32_t>();
+  return q;
 }
 
 }  // namespace fabrix::verbs::detail

@@ -11,7 +11,9 @@
 #include <fabrix/remote_buffer.hpp>
 #include <fabrix/result.hpp>
 #include <fabrix/verbs/address.hpp>
+#include <fabrix/verbs/cm.hpp>
 #include <fabrix/verbs/device.hpp>
+#include <fabrix/verbs/device_memory.hpp>
 #include <fabrix/verbs/endpoint.hpp>
 #include <fabrix/verbs/handshake.hpp>
 #include <fabrix/verbs/options.hpp>
@@ -40,7 +42,7 @@ inline constexpr capabilities verbs_caps{
     .write_with_imm = true,
     .atomics = true,
     .send_recv = true,
-    .gpu = gpu_path::none,           // dmabuf registration is not wired to the CUDA helpers yet
+    .gpu = gpu_path::none,           // at run time: direct when dma-buf or peer memory works (runtime_caps())
     .max_sge = 32,                   // at run time: what the device allows (runtime_caps())
     .needs_target_progress = false,  // the target's NIC does RMA and atomics
 };
@@ -50,27 +52,51 @@ class domain_impl {
   static result<domain_impl> create(const domain_options& opts) { return create(opts, options{}); }
 
   // `base` holds code-level tunables; FABRIX_VERBS_* variables override them,
-  // and opts.device overrides the device.
+  // and opts.device / opts.transport override the device / connection path.
   static result<domain_impl> create(const domain_options& opts, const options& base) {
     if (opts.max_outstanding == 0) return unexpected(status::invalid_argument, "max_outstanding must be > 0", "verbs");
     auto o = options_from_env(base);
     if (!o) return unexpected(std::move(o).error());
     if (!opts.device.empty()) o->device = opts.device;
+    // domain_options::transport picks the connection path ("" keeps the
+    // options / FABRIX_VERBS_CONNECT; "rc" is the conformance label).
+    if (opts.transport == "rdma_cm")
+      o->connect = connect_method::rdma_cm;
+    else if (opts.transport == "bootstrap")
+      o->connect = connect_method::bootstrap;
+    else if (!opts.transport.empty() && opts.transport != "rc")
+      return unexpected(status::invalid_argument,
+                        "verbs: transport '" + opts.transport + "' is not rdma_cm, bootstrap or rc", "verbs");
     auto dev = detail::open_device(*o);
     if (!dev) return unexpected(std::move(dev).error());
     auto d = std::make_unique<detail::domain_state>(*o, opts.max_outstanding);
     d->ctx = dev->ctx;
     d->dev = dev->choice;
+    if (d->opts.connect == connect_method::rdma_cm)
+      if (auto r = detail::cm_open(*d); !r) return unexpected(r.error());
     if (auto r = setup(*d); !r) return unexpected(r.error());
+    probe_gpu(*d);
     return domain_impl(std::move(d));
   }
 
+  // Host memory: ibv_reg_mr. cuda_device memory: dma-buf, then peer memory
+  // (device_memory.hpp), through the installed GPU backend; without one
+  // (no <fabrix/verbs/cuda.hpp> in the program), unsupported.
   result<region_impl> register_memory(void* addr, std::size_t len, memory_location where, access rights) {
+    if (where.kind == memory_kind::cuda_device) {
+      const device_memory_hooks* hooks = detail::installed_device_memory();
+      if (hooks == nullptr)
+        return unexpected(status::unsupported,
+                          "verbs: cuda_device memory needs a GPU memory backend: include <fabrix/verbs/cuda.hpp> "
+                          "in a program built with fabrix-cuda (this one has none)",
+                          "verbs");
+      detail::verbs_device_ops ops{d_->pd, hooks};
+      auto r = detail::register_device_memory(ops, addr, len, access_flags(rights));
+      if (!r) return unexpected(std::move(r).error());
+      return make_region(r->mr, reinterpret_cast<std::uintptr_t>(addr), len, where, rights);
+    }
     if (where.kind != memory_kind::host)
-      return unexpected(status::unsupported,
-                        "verbs: cuda_device memory needs ibv_reg_dmabuf_mr with a CUDA dmabuf fd, which is not "
-                        "wired to the CUDA helpers yet (see register_dmabuf)",
-                        "verbs");
+      return unexpected(status::unsupported, "verbs: only host and cuda_device memory can be registered", "verbs");
     ibv_mr* mr = ibv_reg_mr(d_->pd, addr, len, access_flags(rights));
     if (mr == nullptr) {
       const int e = errno;
@@ -80,9 +106,9 @@ class domain_impl {
     return make_region(mr, reinterpret_cast<std::uintptr_t>(addr), len, where, rights);
   }
 
-  // The seam for device memory: registers `len` bytes at `offset` of a
-  // dmabuf (e.g. from cuMemGetHandleForAddressRange), visible to peers at
-  // virtual address `iova`. Untested here (no GPU); not yet called by fabrix.
+  // Registers `len` bytes at `offset` of a dma-buf the caller exported
+  // itself, visible to peers at virtual address `iova`. register_memory()
+  // does this for cuda_device memory through the installed backend.
   result<region_impl> register_dmabuf(int fd, std::uint64_t offset, std::size_t len, std::uint64_t iova,
                                       memory_location where, access rights) {
     ibv_mr* mr = ibv_reg_dmabuf_mr(d_->pd, offset, len, iova, fd, access_flags(rights));
@@ -90,7 +116,13 @@ class domain_impl {
     return make_region(mr, iova, len, where, rights);
   }
 
+  // With rdma_cm, every 64th call also reads the connection events (peer
+  // disconnects); wait() reads them whenever they come.
   std::size_t poll(std::span<completion> out) {
+    if (d_->cm_channel && ++d_->cm_tick >= 64) {
+      d_->cm_tick = 0;
+      detail::drive_cm(*d_);
+    }
     if (d_->ring.size() < out.size()) detail::drive(*d_, out.size());
     return d_->ring.drain(out);
   }
@@ -105,8 +137,10 @@ class domain_impl {
       if (detail::drive(d) > 0) continue;  // arrived before the CQ was armed
       const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) return status::timed_out;
-      pollfd pfd{d.channel->fd, POLLIN, 0};
-      if (::poll(&pfd, 1, static_cast<int>(left.count())) > 0) {
+      pollfd pfd[2] = {{d.channel->fd, POLLIN, 0}, {d.cm_channel ? d.cm_channel->fd : -1, POLLIN, 0}};
+      if (::poll(pfd, d.cm_channel ? 2 : 1, static_cast<int>(left.count())) > 0) {
+        if (pfd[1].revents) detail::drive_cm(d);  // a disconnect flushes requests: their completions follow
+        if (!pfd[0].revents) continue;
         ibv_cq* cq = nullptr;
         void* ctx = nullptr;
         if (ibv_get_cq_event(d.channel, &cq, &ctx) == 0 && ++d.unacked_events >= 64) {
@@ -129,6 +163,7 @@ class domain_impl {
     a.qkey = detail::ud_qkey;
     a.flush_addr = reinterpret_cast<std::uintptr_t>(d_->flush_word());
     a.flush_rkey = d_->flush_mr->rkey;
+    if (d_->cm_listener) detail::cm_fill_address(*d_, a);
     return detail::encode_address(a);
   }
 
@@ -144,6 +179,7 @@ class domain_impl {
     capabilities c = verbs_caps;
     c.max_sge = d_->max_sge;
     c.atomics = d_->attr.atomic_cap != IBV_ATOMIC_NONE;
+    c.gpu = d_->gpu == gpu_registration::none ? gpu_path::none : gpu_path::direct;
     return c;
   }
   // Device, port, GID and why they were chosen.
@@ -152,8 +188,17 @@ class domain_impl {
     return "verbs " + v.name + " port " + std::to_string(v.port) + " (" + v.why_device + "), " +
            std::string(detail::to_string(v.gid.kind)) + " GID[" + std::to_string(v.gid.index) + "] " +
            detail::gid_text(v.gid.raw) + " (" + v.why_gid + "), MTU " + detail::mtu_text(v.mtu) + ", max_sge " +
-           std::to_string(d_->max_sge) + ", inline " + std::to_string(d_->max_inline) + " B";
+           std::to_string(d_->max_sge) + ", inline " + std::to_string(d_->max_inline) + " B, " +
+           (d_->cm_listener ? "connects through rdma_cm (listening on " +
+                                  detail::sockaddr_text(reinterpret_cast<const sockaddr*>(&d_->cm_addr)) + ")"
+                            : std::string("connects through the bootstrap (UD handshake)")) +
+           ", GPU memory: " + to_string(d_->gpu) + (d_->gpu == gpu_registration::none ? " (" + d_->gpu_why + ")" : "");
   }
+  connect_method connection_method() const noexcept { return d_->opts.connect; }
+  // How cuda_device memory is registered here (the probe at creation), and
+  // why not when none.
+  gpu_registration gpu_memory() const noexcept { return d_->gpu; }
+  const std::string& gpu_memory_why() const noexcept { return d_->gpu_why; }
 
   const options& settings() const noexcept { return d_->opts; }
   // Datagrams and messages from peers that were malformed or unroutable.
@@ -185,6 +230,17 @@ class domain_impl {
     fabrix::detail::store_le<std::uint32_t>(rb.key.data(), mr->rkey);
     rb.seal = rb.compute_seal(d_->secret);
     return region_impl(mr, rb);
+  }
+
+  // Which way cuda_device memory registers on this device, tried once on a
+  // small device buffer by the backend (none without a backend).
+  static void probe_gpu(detail::domain_state& d) {
+    const device_memory_hooks* hooks = detail::installed_device_memory();
+    if (hooks == nullptr || hooks->probe == nullptr) {
+      d.gpu_why = "no GPU memory backend in this program (<fabrix/verbs/cuda.hpp>)";
+      return;
+    }
+    d.gpu = hooks->probe(d.pd, &d.gpu_why);
   }
 
   static result<void> setup(detail::domain_state& d) {

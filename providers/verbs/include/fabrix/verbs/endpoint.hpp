@@ -44,6 +44,12 @@ class endpoint_impl {
   // Why the queue pair failed (empty while it works).
   std::string failure() const { return p_ ? p_->failure_text : std::string("moved-from endpoint"); }
   std::uint32_t qp_num() const noexcept { return p_->qp->qp_num; }
+  // How this queue pair was connected: "rdma_cm", "bootstrap" (UD hellos)
+  // or "loopback" (to its own domain).
+  const char* connected_by() const noexcept {
+    if (p_->cm_id) return "rdma_cm";
+    return p_->remote.nonce == p_->dom->nonce ? "loopback" : "bootstrap";
+  }
   std::uint32_t max_inline() const noexcept { return p_->max_inline; }
   detail::peer_state& state() noexcept { return *p_; }
 
@@ -52,6 +58,8 @@ class endpoint_impl {
     if (!p_) return;
     detail::peer_state& p = *p_;
     detail::domain_state& d = *p.dom;
+    // rdma_cm: tell the peer (it sees DISCONNECTED and fails its side at once).
+    if (p.cm_id && p.phase == detail::peer_state::cm_phase::up && !p.disconnected) (void)rdma_disconnect(p.cm_id);
     if (p.qp) {
       detail::to_error(p.qp);
       const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);

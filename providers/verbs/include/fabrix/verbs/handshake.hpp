@@ -14,10 +14,13 @@
 // domains pairs with the k-th on the other side. A domain connecting to
 // itself gets a queue pair looped back to itself, without datagrams.
 // Completions that arrive while connect() waits are kept for poll().
+// With options::connect == rdma_cm, cm.hpp connects instead of the hellos
+// (the loopback to self stays as it is).
 #pragma once
 
 #include <fabrix/result.hpp>
 #include <fabrix/verbs/address.hpp>
+#include <fabrix/verbs/cm.hpp>
 #include <fabrix/verbs/progress.hpp>
 #include <fabrix/verbs/qp.hpp>
 #include <fabrix/verbs/state.hpp>
@@ -39,8 +42,10 @@ inline void forget_peer(domain_state& d, peer_state& p) {
 inline void destroy_peer_resources(peer_state& p) {
   if (p.qp) ibv_destroy_qp(p.qp);
   if (p.ah) ibv_destroy_ah(p.ah);
+  if (p.cm_id) rdma_destroy_id(p.cm_id);  // drops its unread events
   p.qp = nullptr;
   p.ah = nullptr;
+  p.cm_id = nullptr;
 }
 
 // Takes the hello for (peer, seq) out of `pending`, if it has come.
@@ -91,6 +96,12 @@ inline result<std::unique_ptr<peer_state>> connect_peer(domain_state& d, std::sp
   if (!addr) return unexpected(std::move(addr).error());
   if (addr->link_layer != d.dev.link_layer)
     return unexpected(status::invalid_argument, "peer is on another link layer (InfiniBand vs Ethernet)", "verbs");
+  const auto theirs = addr->connect == 1 ? connect_method::rdma_cm : connect_method::bootstrap;
+  if (theirs != d.opts.connect)
+    return unexpected(status::invalid_argument,
+                      std::string("peer connects through ") + to_string(theirs) + " and this domain through " +
+                          to_string(d.opts.connect) + " (set FABRIX_VERBS_CONNECT the same on both sides)",
+                      "verbs");
   auto p = std::make_unique<peer_state>(d.opts.sq_depth);
   p->dom = &d;
   p->remote = *addr;
@@ -112,6 +123,12 @@ inline result<std::unique_ptr<peer_state>> connect_peer(domain_state& d, std::sp
   };
   d.by_qpn[p->qp->qp_num] = p.get();
   d.peers.push_back(p.get());
+  if (addr->nonce != d.nonce && d.opts.connect == connect_method::rdma_cm) {
+    p->seq = d.connects_to[addr->nonce]++;
+    if (auto r = cm_connect_peer(d, *p); !r) return undo(r.error());
+    p->connected = true;
+    return p;
+  }
   if (auto r = rc_to_init(d, p->qp); !r) return undo(r.error());
 
   if (addr->nonce == d.nonce) {  // loopback to ourselves

@@ -13,6 +13,19 @@
 
 namespace fabrix::verbs {
 
+// How connect() sets up an RC queue pair with a peer (both sides must agree;
+// a mismatch is refused with invalid_argument naming the setting).
+//   bootstrap  UD "hello" datagrams between the two domains (handshake.hpp):
+//              needs nothing but the exchanged address blobs
+//   rdma_cm    the librdmacm connection manager (cm.hpp): each domain listens
+//              on its device's IP address; resolves routes like TCP, works
+//              through IP routers, needs the rdma_cm/rdma_ucm kernel modules
+enum class connect_method : std::uint8_t { bootstrap = 0, rdma_cm = 1 };
+
+inline const char* to_string(connect_method m) noexcept {
+  return m == connect_method::rdma_cm ? "rdma_cm" : "bootstrap";
+}
+
 struct options {
   // RC local ACK timeout exponent: 4.096 us * 2^timeout per try (14 ≈ 67 ms).
   // With retry_cnt, bounds how long a dead peer goes unnoticed.  FABRIX_VERBS_TIMEOUT
@@ -30,7 +43,9 @@ struct options {
   // (the device closest to that PCI function, e.g. a GPU).  FABRIX_VERBS_DEVICE;
   // domain_options::device wins over both when set.
   std::string device;
-  std::chrono::milliseconds connect_timeout{30000};  // FABRIX_VERBS_CONNECT_TIMEOUT_MS
+  std::chrono::milliseconds connect_timeout{30000};    // FABRIX_VERBS_CONNECT_TIMEOUT_MS
+  connect_method connect = connect_method::bootstrap;  // FABRIX_VERBS_CONNECT=bootstrap|rdma_cm
+  std::uint16_t cm_port = 0;                           // rdma_cm listening port; 0: any free one   FABRIX_VERBS_CM_PORT
 };
 
 namespace detail {
@@ -65,8 +80,19 @@ inline result<options> options_from_env(options base = {}) {
       !detail::env_number("FABRIX_VERBS_SRQ_DEPTH", base.srq_depth, 2, 1 << 16, why) ||
       !detail::env_number("FABRIX_VERBS_MSG_SIZE", base.msg_size, 64, 1 << 24, why) ||
       !detail::env_number("FABRIX_VERBS_GID_INDEX", base.gid_index, -1, 1 << 16, why) ||
-      !detail::env_number("FABRIX_VERBS_CONNECT_TIMEOUT_MS", connect_ms, 1, 3600L * 1000, why))
+      !detail::env_number("FABRIX_VERBS_CONNECT_TIMEOUT_MS", connect_ms, 1, 3600L * 1000, why) ||
+      !detail::env_number("FABRIX_VERBS_CM_PORT", base.cm_port, 0, 65535, why))
     return unexpected(status::invalid_argument, why, "verbs");
+  if (const char* m = std::getenv("FABRIX_VERBS_CONNECT"); m && *m) {
+    const std::string v = m;
+    if (v == "bootstrap")
+      base.connect = connect_method::bootstrap;
+    else if (v == "rdma_cm")
+      base.connect = connect_method::rdma_cm;
+    else
+      return unexpected(status::invalid_argument, "FABRIX_VERBS_CONNECT=" + v + " is not bootstrap or rdma_cm",
+                        "verbs");
+  }
   base.connect_timeout = std::chrono::milliseconds(connect_ms);
   if (const char* d = std::getenv("FABRIX_VERBS_DEVICE"); d && *d) base.device = d;
   return base;

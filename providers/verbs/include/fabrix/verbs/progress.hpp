@@ -139,7 +139,8 @@ inline void on_send_completion(domain_state& d, const ibv_wc& wc) {
     c.flags = e.flags;
     c.imm = e.imm;
     if (last && wc.status != IBV_WC_SUCCESS) {
-      c.status = to_status(wc.status);
+      // Flushed because rdma_cm said the peer disconnected: that is the cause.
+      c.status = wc.status == IBV_WC_WR_FLUSH_ERR && p.disconnected ? status::peer_unreachable : to_status(wc.status);
       c.native_code = wc.status;
       c.bytes = 0;
     }

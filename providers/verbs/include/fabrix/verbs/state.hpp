@@ -11,9 +11,11 @@
 #include <fabrix/verbs/address.hpp>
 #include <fabrix/verbs/credits.hpp>
 #include <fabrix/verbs/device.hpp>
+#include <fabrix/verbs/device_memory.hpp>
 #include <fabrix/verbs/options.hpp>
 
 #include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -67,6 +69,15 @@ struct peer_state {
   std::uint32_t peer_psn = 0;
   bool connected = false;
 
+  // rdma_cm only (cm.hpp): the connection's id (its context points here),
+  // where the connection got to, and why it failed while connecting.
+  rdma_cm_id* cm_id = nullptr;
+  enum class cm_phase : std::uint8_t { idle, resolving_addr, resolving_route, connecting, accepting, up, failed };
+  cm_phase phase = cm_phase::idle;
+  status cm_status = status::ok;
+  std::string cm_error;
+  bool disconnected = false;  // RDMA_CM_EVENT_DISCONNECTED: flushed requests fail with peer_unreachable
+
   send_ring ring;
   std::unique_ptr<ibv_send_wr[]> wrs;  // one post's chain, sq_depth long
   std::unique_ptr<ibv_sge[]> sges;     // max_sge per work request
@@ -90,6 +101,14 @@ struct peer_state {
   std::size_t last_hit = 0;
 
   explicit peer_state(std::uint32_t sq_depth) : ring(sq_depth) {}
+};
+
+// An rdma_cm connect request not yet claimed by a connect() (cm.hpp).
+struct cm_waiting {
+  rdma_cm_id* id = nullptr;
+  cm_request req{};
+  std::uint8_t initiator_depth = 0;
+  std::uint8_t responder_resources = 0;
 };
 
 struct domain_state {
@@ -129,6 +148,19 @@ struct domain_state {
   std::deque<hello> pending;                                     // hellos not yet claimed by a connect()
   std::uint64_t dropped_datagrams = 0;
 
+  // rdma_cm (options::connect == rdma_cm; cm.hpp). ctx then belongs to
+  // librdmacm (one of rdma_get_devices(), held until rdma_free_devices).
+  ibv_context** cm_devices = nullptr;
+  rdma_event_channel* cm_channel = nullptr;  // non-blocking; driven by poll()/wait()/connect()
+  rdma_cm_id* cm_listener = nullptr;
+  sockaddr_storage cm_addr{};  // where the listener is bound (port filled in)
+  std::deque<cm_waiting> cm_requests;
+  std::uint32_t cm_tick = 0;  // poll() calls since the event channel was last read
+  std::uint64_t cm_rejected = 0;
+
+  gpu_registration gpu = gpu_registration::none;  // probed at creation (device_memory.hpp)
+  std::string gpu_why;                            // why none
+
   domain_state(const options& o, std::size_t max_outstanding)
       : opts(o), ring(max_outstanding), credits(max_outstanding) {}
   domain_state(const domain_state&) = delete;
@@ -144,7 +176,16 @@ struct domain_state {
     }
     if (channel) ibv_destroy_comp_channel(channel);
     if (pd) ibv_dealloc_pd(pd);
-    if (ctx) ibv_close_device(ctx);
+    for (const cm_waiting& w : cm_requests) {
+      (void)rdma_reject(w.id, nullptr, 0);
+      rdma_destroy_id(w.id);
+    }
+    if (cm_listener) rdma_destroy_id(cm_listener);
+    if (cm_channel) rdma_destroy_event_channel(cm_channel);
+    if (cm_devices)
+      rdma_free_devices(cm_devices);  // ctx is one of them: not ours to close
+    else if (ctx)
+      ibv_close_device(ctx);
   }
 
   std::byte* bounce_slot(std::uint64_t i) const noexcept { return bounce.get() + i * opts.msg_size; }

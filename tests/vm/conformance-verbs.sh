@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Runs the verbs conformance binary twice in one VM boot (a boot costs CI
+# 1-2 min): once connecting through the bootstrap (UD hellos), once through
+# rdma_cm (FABRIX_VERBS_CONNECT=rdma_cm). Every case runs in both; the
+# verbs-only rdma_cm cases run in both too (they ask for rdma_cm
+# themselves). Then, when FABRIX_VM_ALSO names more test binaries (space-
+# separated; meson sets it to tests/gpu/gpu_verbs in CUDA builds), each of
+# them with --no-colors; a skip (77) there counts as a failure, since rxe0
+# exists. Exits with the first failure's status, after everything ran.
+#   conformance-verbs.sh BINARY [doctest args...]
+set -u
+bin=$1
+shift
+status=0
+for method in bootstrap rdma_cm; do
+  echo "=== verbs conformance, FABRIX_VERBS_CONNECT=$method"
+  start=$SECONDS
+  FABRIX_VERBS_CONNECT=$method "$bin" "$@"
+  rc=$?
+  echo "=== FABRIX_VERBS_CONNECT=$method: exit $rc after $((SECONDS - start)) s"
+  if [ "$status" -eq 0 ] && [ "$rc" -ne 0 ]; then status=$rc; fi
+done
+for extra in ${FABRIX_VM_ALSO:-}; do
+  echo "=== $extra"
+  start=$SECONDS
+  "$extra" --no-colors
+  rc=$?
+  echo "=== $extra: exit $rc after $((SECONDS - start)) s"
+  if [ "$status" -eq 0 ] && [ "$rc" -ne 0 ]; then status=$rc; fi
+done
+exit "$status"
