@@ -10,8 +10,11 @@
 // Counters run for the communicator's whole life.
 #pragma once
 
+#include <fabrix/collectives/notify.hpp>
+
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace fabrix::coll::detail {
@@ -32,6 +35,60 @@ struct channel {
   std::uint64_t barrier_seen[32] = {};
 
   explicit channel(std::uint32_t slots) : sending(slots, 0), landed(slots, 0), landed_bytes(slots, 0) {}
+
+  std::uint32_t slots() const noexcept { return static_cast<std::uint32_t>(sending.size()); }
+
+  // The next chunk may be posted: its send slot is free and the peer has credit.
+  bool can_send() const noexcept { return sending[sent % slots()] == 0 && sent - peer_consumed < slots(); }
+  // Chunk `sent` was posted; returns its slot.
+  std::uint32_t posted() noexcept {
+    const auto slot = static_cast<std::uint32_t>(sent % slots());
+    sending[slot] = 1;
+    ++sent;
+    return slot;
+  }
+  // The write from send slot `slot` completed here.
+  void written(std::uint32_t slot) noexcept {
+    if (slot < slots()) sending[slot] = 0;
+  }
+
+  // The next chunk to consume has landed; its size in `bytes`.
+  bool next_landed(std::size_t& bytes) const noexcept {
+    const auto slot = static_cast<std::uint32_t>(consumed % slots());
+    if (landed[slot] != consumed + 1) return false;
+    bytes = landed_bytes[slot];
+    return true;
+  }
+  void consume() noexcept {
+    landed[consumed % slots()] = 0;
+    ++consumed;
+  }
+
+  // A data notification: chunk with low counter bits `low`, `bytes` long.
+  // False when the peer broke the protocol (a chunk it had no credit for,
+  // or larger than a slot).
+  bool on_data(std::uint32_t low, std::size_t bytes, std::size_t chunk_bytes) noexcept {
+    const std::uint64_t k = widen(consumed, low);
+    if (k >= consumed + slots() || bytes > chunk_bytes) return false;
+    landed[k % slots()] = k + 1;
+    landed_bytes[k % slots()] = static_cast<std::uint32_t>(bytes);
+    return true;
+  }
+  // A credit notification: the peer's consumed count, low bits `low`.
+  void on_credit(std::uint32_t low) noexcept {
+    const std::uint64_t v = widen(peer_consumed, low);
+    if (v <= sent) peer_consumed = v;
+  }
+  // Credits to return: consumed chunks the peer has not been told of.
+  bool owes_credit() const noexcept { return consumed != credited; }
+
+  // "sent/acked, consumed/credited, N writes" for error messages.
+  std::string describe() const {
+    std::size_t busy = 0;
+    for (auto b : sending) busy += b;
+    return std::to_string(sent) + "/" + std::to_string(peer_consumed) + ", " + std::to_string(consumed) + "/" +
+           std::to_string(credited) + ", " + std::to_string(busy) + " writes";
+  }
 };
 
 }  // namespace fabrix::coll::detail

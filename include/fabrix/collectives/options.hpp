@@ -9,6 +9,8 @@
 
 namespace fabrix::coll {
 
+class device_kernels;  // device_kernels.hpp
+
 struct options {
   // Largest piece of data one notification carries. A multiple of 8.
   std::size_t chunk_bytes = std::size_t{256} << 10;
@@ -32,6 +34,13 @@ struct options {
   // While nothing moves, peers are probed (a flush) this often, so that a
   // dead peer is reported as peer_unreachable long before the timeout.
   std::chrono::milliseconds probe_interval{100};
+  // Null: the scratch and every collective's buffers are host memory. Else
+  // the scratch is memory this object allocates (e.g. GPU memory from
+  // fabrix::cuda::collective_kernels), the collectives take buffers in that
+  // memory and copy and reduce with its kernels, and the provider must
+  // register such memory itself (caps().gpu == direct, e.g. cuda_ipc). Must
+  // outlive the communicator. Every rank passes one or every rank null.
+  device_kernels* device = nullptr;
 };
 
 // The scratch a communicator registers: a send and a receive area of
