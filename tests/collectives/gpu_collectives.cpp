@@ -174,6 +174,16 @@ TEST_CASE("gpu collectives: several MiB with the default chunking, 2 and 4 ranks
   }
 }
 
+TEST_CASE("gpu collectives: the ring forwarding from device receive slots (forward_received), 3 ranks") {
+  fabrix::coll::options o = fxc::small_chunks();
+  o.forward_received = true;
+  with_device_comm(3, o, [](fxc::comm_t& comm, fabrix::memory_location gpu, int rank, int n) {
+    allreduce_case<float>(comm, gpu, rank, n, 4099, 500);
+    allreduce_case<std::int64_t>(comm, gpu, rank, n, 1001, 510);
+    movement_case<std::int32_t>(comm, gpu, rank, n, 1001, 520);
+  });
+}
+
 int main(int argc, char** argv) {
   if (const std::string why = fabrix::cuda::unavailable_reason(); !why.empty()) {
     std::printf("gpu collectives: skipped: %s\n", why.c_str());

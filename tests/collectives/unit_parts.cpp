@@ -141,9 +141,30 @@ TEST_CASE("channel: credit window, protocol checks and counter widening") {
   ch.consume();
   CHECK(ch.owes_credit());
 
+  // A held slot (a forwarding write reads it) is credited only once released,
+  // and chunks behind it wait for it (credits are cumulative).
+  coll::detail::channel h(2);
+  REQUIRE(h.on_data(0, 8, 264));
+  REQUIRE(h.on_data(1, 8, 264));
+  REQUIRE(h.next_landed(bytes));
+  h.consume(true);
+  CHECK(h.consumed == 1);
+  CHECK(h.released == 0);
+  CHECK_FALSE(h.owes_credit());
+  REQUIRE(h.next_landed(bytes));
+  h.consume();
+  CHECK(h.released == 0);
+  CHECK_FALSE(h.on_data(2, 8, 264));  // slot 0 is still held: no credit was given for chunk 2
+  h.release(0);
+  CHECK(h.released == 2);
+  CHECK(h.owes_credit());
+  CHECK(h.on_data(2, 8, 264));
+  h.release(7);  // out of range: ignored
+
   // Across the 20-bit wrap of the notification counter.
   coll::detail::channel w(4);
   w.consumed = (1u << 20) - 1;
+  w.released = w.consumed;
   CHECK(w.on_data(0, 8, 264));  // low bits 0 after 2^20 - 1 is chunk 2^20
   std::size_t b = 0;
   CHECK_FALSE(w.next_landed(b));

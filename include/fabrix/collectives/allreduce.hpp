@@ -90,13 +90,15 @@ result<void> allreduce_ring(communicator<P>& c, K& k, std::span<const T> in, std
         const T* got = reinterpret_cast<const T*>(data);
         if (g < last_reduce) {
           k.combine(reinterpret_cast<T*>(next), got, in.data() + f, l - f, op);
-        } else if (g == last_reduce) {
+          return false;
+        }
+        if (g == last_reduce) {
           k.combine(out.data() + f, got, in.data() + f, l - f, op);
           k.copy(next, out.data() + f, (l - f) * sizeof(T));
-        } else {
-          k.copy(out.data() + f, data, (l - f) * sizeof(T));
-          if (next) k.copy(next, data, (l - f) * sizeof(T));
+          return false;
         }
+        k.copy(out.data() + f, data, (l - f) * sizeof(T));
+        return true;  // allgather steps pass the reduced segment on as it is
       });
 }
 

@@ -176,6 +176,25 @@ class communicator {
   // Done with the chunk landed() returned; its slot goes back to the peer
   // with the next credit.
   void consume(int peer) noexcept { channels_[peer].consume(); }
+  // Consumes the chunk landed() returned from `from` by sending it on, as
+  // it is, as the next chunk to `to` (no copy: written from the receive
+  // slot, which goes back to `from` once that write has completed here).
+  // Only after can_send(to). An error also breaks the communicator.
+  result<void> forward(int from, int to, std::size_t bytes) {
+    detail::channel& in = channels_[from];
+    detail::channel& out = channels_[to];
+    const std::uint64_t k = out.sent;
+    const auto slot = static_cast<std::uint32_t>(in.consumed % opts_.slots);
+    const status s =
+        mesh_.forward_chunk(from, in.consumed, to, k, bytes, detail::encode(detail::notify_kind::data, rank(), k),
+                            detail::make_token(detail::token_kind::forward, from, slot));
+    if (s != status::ok) return fail(s, "forwarding a chunk to rank " + std::to_string(to));
+    (void)out.posted(false);
+    in.consume(true);
+    ++live_.outstanding;
+    ++live_.awaited;
+    return {};
+  }
   // A landed chunk whose size is not what this rank expects: the ranks
   // disagree about the call.
   result<void> size_mismatch(int peer, std::size_t got, std::size_t want) {
@@ -270,8 +289,8 @@ class communicator {
   }
 
   std::string describe_channels() const {
-    std::string out = "channels (sent/acked, consumed/credited, ops in flight " + std::to_string(live_.outstanding) +
-                      ", " + std::to_string(live_.probes_in_flight) + " probes):";
+    std::string out = "channels (sent/acked, consumed/released/credited, ops in flight " +
+                      std::to_string(live_.outstanding) + ", " + std::to_string(live_.probes_in_flight) + " probes):";
     for (int p = 0; p < size(); ++p)
       if (p != rank()) out += " rank " + std::to_string(p) + " " + channels_[p].describe() + ";";
     return out;
@@ -320,13 +339,13 @@ class communicator {
     for (int p = 0; p < size() && !live_.failure; ++p) {
       detail::channel& ch = channels_[p];
       if (!ch.owes_credit()) continue;
-      const status s = notify(p, detail::notify_kind::credit, ch.consumed);
+      const status s = notify(p, detail::notify_kind::credit, ch.released);
       if (s == status::again) break;  // retried on the next progress()
       if (s != status::ok) {
         (void)fail(s, "returning credits to rank " + std::to_string(p));
         return true;
       }
-      ch.credited = ch.consumed;
+      ch.credited = ch.released;
       any = true;
     }
     return any;
@@ -361,6 +380,10 @@ class communicator {
     switch (kind) {
       case token_kind::data:
         channels_[peer].written(detail::token_slot(c.token));
+        --live_.awaited;
+        break;
+      case token_kind::forward:
+        channels_[peer].release(detail::token_slot(c.token));
         --live_.awaited;
         break;
       case token_kind::probe:

@@ -68,6 +68,12 @@ struct mesh {
     return qps[peer].write_with_imm(region->slice(layout.send_offset(peer, k), bytes),
                                     peers[peer].slice(layout.recv_offset_at(peer, k), bytes), imm, token);
   }
+  // Chunk k_from of `from`, in its receive slot here, on to `to` as chunk k_to.
+  status forward_chunk(int from, std::uint64_t k_from, int to, std::uint64_t k_to, std::size_t bytes, std::uint32_t imm,
+                       std::uint64_t token) {
+    return qps[to].write_with_imm(region->slice(layout.recv_offset(from, k_from), bytes),
+                                  peers[to].slice(layout.recv_offset_at(to, k_to), bytes), imm, token);
+  }
   // A zero-byte write_with_imm: only the notification.
   status notify(int peer, std::uint32_t imm, std::uint64_t token) {
     return qps[peer].write_with_imm(region->slice(0, 0), peers[peer].slice(0, 0), imm, token);

@@ -34,6 +34,14 @@ struct options {
   // While nothing moves, peers are probed (a flush) this often, so that a
   // dead peer is reported as peer_unreachable long before the timeout.
   std::chrono::milliseconds probe_interval{100};
+  // The ring's allgather steps pass each received chunk on by writing it
+  // straight from its receive slot (one local copy fewer per chunk) instead
+  // of copying it to a send slot first. The receive slot then goes back to
+  // its sender only once that write has completed, which ties a rank's
+  // credits to its right neighbour's progress: on UCX over shared memory
+  // with 4 ranks on 2 busy cores this measured slower (perf/coll), so it
+  // is off by default. A local choice: ranks need not agree on it.
+  bool forward_received = false;
   // Null: the scratch and every collective's buffers are host memory. Else
   // the scratch is memory this object allocates (e.g. GPU memory from
   // fabrix::cuda::collective_kernels), the collectives take buffers in that

@@ -104,7 +104,10 @@ struct ring_schedule {
 //   produce(m, slot): fills the send slot of step-0 message m from local data.
 //   absorb(m, data, next): consumes received message m; `next` is the send
 //     slot of message m + lag (its successor one step later), or nullptr
-//     when m is of the last step.
+//     when m is of the last step. Returns true when message m + lag is
+//     message m unchanged: then absorb leaves `next` alone, and the ring
+//     copies m there, or with options::forward_received writes it on from
+//     its receive slot (communicator::forward, no copy).
 template <provider P, class K, class Produce, class Absorb>
 result<void> run_ring(communicator<P>& c, K& k, const ring_schedule& s, std::size_t elem_size, Produce&& produce,
                       Absorb&& absorb) {
@@ -132,12 +135,20 @@ result<void> run_ring(communicator<P>& c, K& k, const ring_schedule& s, std::siz
       if (got != want) return c.size_mismatch(left, got, want);
       const bool forwards = s.step(next_recv) + 1 < s.steps;
       if (forwards && (next_send != next_recv + s.lag || !c.can_send(right))) break;
-      absorb(next_recv, data, forwards ? c.send_slot(right) : nullptr);
+      std::byte* next = forwards ? c.send_slot(right) : nullptr;
+      const bool as_is = absorb(next_recv, data, next);
+      const bool forward = forwards && as_is && c.opts().forward_received;
+      if (forwards && as_is && !forward) k.copy(next, data, want);
       if (auto r = k.ready(); !r) return c.fail(r.error());
-      c.consume(left);
-      if (forwards) {
-        if (auto r = c.post(right, want); !r) return r;
+      if (forward) {
+        if (auto r = c.forward(left, right, want); !r) return r;
         ++next_send;
+      } else {
+        c.consume(left);
+        if (forwards) {
+          if (auto r = c.post(right, want); !r) return r;
+          ++next_send;
+        }
       }
       ++next_recv;
       moved = true;
