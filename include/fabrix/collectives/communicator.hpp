@@ -2,7 +2,9 @@
 // mesh: a queue pair per rank and one registered scratch region cut into
 // per-peer send and receive slots, mesh.hpp / scratch.hpp), a channel per
 // peer (channel.hpp: slots, credits), and the notification-driven engine
-// the algorithms (ring.hpp, alltoall.hpp, barrier()) run on.
+// the algorithms (ring.hpp, alltoall.hpp, barrier()) run on. Its handling
+// of completions and notifications is in protocol.hpp, barrier() in
+// barrier.hpp.
 //
 // Data path: every chunk is one write_with_imm from a send slot here into
 // the matching receive slot at the peer; the receiver learns of it from the
@@ -125,22 +127,7 @@ class communicator {
 
   // Returns on every rank once all ranks have entered it (dissemination
   // barrier over notifications: ceil(log2 n) rounds).
-  result<void> barrier() {
-    if (auto h = health(); !h) return h;
-    const auto until = deadline();
-    ++barrier_epoch_;
-    int round = 0;
-    for (int dist = 1; dist < size(); dist *= 2, ++round) {
-      const int to = (rank() + dist) % size();
-      const int from = (rank() - dist + size()) % size();
-      if (auto r = notify_until(to, detail::notify_kind::barrier, static_cast<std::uint64_t>(round), until); !r)
-        return r;
-      while (channels_[from].barrier_seen[round] < barrier_epoch_) {
-        if (auto r = idle(until); !r) return r;
-      }
-    }
-    return finish(until);
-  }
+  result<void> barrier();
 
   // --- the engine, for the algorithm headers ---------------------------------
   // Per-call bookkeeping of 4 * size() counters, allocated once (no
@@ -288,135 +275,20 @@ class communicator {
     work_.resize(4 * static_cast<std::size_t>(size()));
   }
 
-  std::string describe_channels() const {
-    std::string out = "channels (sent/acked, consumed/released/credited, ops in flight " +
-                      std::to_string(live_.outstanding) + ", " + std::to_string(live_.probes_in_flight) + " probes):";
-    for (int p = 0; p < size(); ++p)
-      if (p != rank()) out += " rank " + std::to_string(p) + " " + channels_[p].describe() + ";";
-    return out;
-  }
-
-  // One barrier notification (round greet_round) to every peer and one
-  // from every peer.
-  result<void> greet_all() {
-    const auto until = deadline();
-    for (int p = 0; p < size(); ++p)
-      if (p != rank())
-        if (auto r = notify_until(p, detail::notify_kind::barrier, greet_round, until); !r) return r;
-    for (int p = 0; p < size(); ++p) {
-      while (p != rank() && channels_[p].barrier_seen[greet_round] == 0) {
-        if (auto r = idle(until); !r) return r;
-      }
-    }
-    return finish(until);
-  }
-
+  // protocol.hpp: notifications, credits, probes, completions.
+  std::string describe_channels() const;
   // A notification, retried while the provider pushes back.
-  result<void> notify_until(int peer, detail::notify_kind kind, std::uint64_t counter, clock::time_point until) {
-    for (;;) {
-      const status s = notify(peer, kind, counter);
-      if (s == status::ok) return {};
-      if (s != status::again) return fail(s, "notification to rank " + std::to_string(peer));
-      if (auto r = idle(until); !r) return r;
-    }
-  }
-
-  status notify(int peer, detail::notify_kind kind, std::uint64_t counter) {
-    using detail::token_kind;
-    const token_kind tk = kind == detail::notify_kind::credit    ? token_kind::credit
-                          : kind == detail::notify_kind::barrier ? token_kind::barrier
-                                                                 : token_kind::abort;
-    const status s = mesh_.notify(peer, detail::encode(kind, rank(), counter), detail::make_token(tk, peer, 0));
-    if (s == status::ok) {
-      ++live_.outstanding;
-      if (tk == token_kind::barrier) ++live_.awaited;
-    }
-    return s;
-  }
-
-  bool send_credits() {
-    bool any = false;
-    for (int p = 0; p < size() && !live_.failure; ++p) {
-      detail::channel& ch = channels_[p];
-      if (!ch.owes_credit()) continue;
-      const status s = notify(p, detail::notify_kind::credit, ch.released);
-      if (s == status::again) break;  // retried on the next progress()
-      if (s != status::ok) {
-        (void)fail(s, "returning credits to rank " + std::to_string(p));
-        return true;
-      }
-      ch.credited = ch.released;
-      any = true;
-    }
-    return any;
-  }
-
-  status start_probe(int p) {
-    const status s = mesh_.flush(p, detail::make_token(detail::token_kind::probe, p, 0));
-    if (s == status::ok) {
-      channels_[p].probing = true;
-      ++live_.outstanding;
-      ++live_.probes_in_flight;
-    }
-    return s;
-  }
-
+  result<void> notify_until(int peer, detail::notify_kind kind, std::uint64_t counter, clock::time_point until);
+  status notify(int peer, detail::notify_kind kind, std::uint64_t counter);
+  bool send_credits();
+  status start_probe(int p);
   // Flushes every peer not already probed: a dead peer fails the flush.
-  void probe() {
-    live_.last_probe = clock::now();
-    for (int p = 0; p < size() && !live_.failure; ++p) {
-      if (p == rank() || channels_[p].probing) continue;
-      const status s = start_probe(p);
-      if (s != status::ok && s != status::again) (void)fail(s, "rank " + std::to_string(p) + " is unreachable");
-    }
-  }
-
-  void on_local(const completion& c) {
-    using detail::token_kind;
-    const token_kind kind = detail::token_kind_of(c.token);
-    const int peer = detail::token_peer(c.token);
-    if (peer >= size()) return;  // not ours
-    --live_.outstanding;
-    switch (kind) {
-      case token_kind::data:
-        channels_[peer].written(detail::token_slot(c.token));
-        --live_.awaited;
-        break;
-      case token_kind::forward:
-        channels_[peer].release(detail::token_slot(c.token));
-        --live_.awaited;
-        break;
-      case token_kind::probe:
-        channels_[peer].probing = false;
-        --live_.probes_in_flight;
-        break;
-      case token_kind::abort: --live_.aborts_in_flight; return;  // best effort
-      case token_kind::barrier: --live_.awaited; break;
-      case token_kind::credit: break;
-    }
-    if (c.status != status::ok && !live_.closing)
-      (void)fail(c.status, std::string(kind == token_kind::probe ? "probe of" : "operation to") + " rank " +
-                               std::to_string(peer) + " failed (" + std::string(to_string(c.status)) + ")");
-  }
-
-  void on_notification(const completion& c) {
-    const detail::notification n = detail::decode(c.imm);
-    if (n.source >= size() || n.source == rank()) return;  // not from a rank of this job
-    detail::channel& ch = channels_[n.source];
-    switch (n.kind) {
-      case detail::notify_kind::data:
-        if (!ch.on_data(n.counter, c.bytes, opts_.chunk_bytes))
-          (void)fail(status::provider_error, "rank " + std::to_string(n.source) + " broke the chunk protocol");
-        break;
-      case detail::notify_kind::credit: ch.on_credit(n.counter); break;
-      case detail::notify_kind::barrier:
-        if (n.counter < 32) ++ch.barrier_seen[n.counter];
-        break;
-      case detail::notify_kind::abort:
-        if (!live_.failure) live_.failure = detail::liveness::aborted_by(rank(), n.source);
-        break;
-    }
-  }
+  void probe();
+  void on_local(const completion& c);
+  void on_notification(const completion& c);
+  // barrier.hpp: one barrier notification (round greet_round) to every
+  // peer and one from every peer.
+  result<void> greet_all();
 
   detail::mesh<P> mesh_;
   options opts_;
@@ -427,3 +299,7 @@ class communicator {
 };
 
 }  // namespace fabrix::coll
+
+// The out-of-class members.
+#include <fabrix/collectives/barrier.hpp>
+#include <fabrix/collectives/protocol.hpp>
