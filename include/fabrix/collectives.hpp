@@ -7,6 +7,7 @@
 #include <fabrix/collectives/allreduce.hpp>
 #include <fabrix/collectives/alltoall.hpp>
 #include <fabrix/collectives/communicator.hpp>
+#include <fabrix/collectives/device_kernels.hpp>
 #include <fabrix/collectives/options.hpp>
 #include <fabrix/collectives/reduce.hpp>
 #include <fabrix/collectives/reduce_scatter.hpp>

@@ -77,6 +77,9 @@ bool parse(int argc, char** argv, config& c) {
     } else if (a == "--no-check") {
       c.check = false;
       continue;
+    } else if (a == "--forward") {
+      c.opts.forward_received = true;
+      continue;
     } else {
       return false;
     }
@@ -118,8 +121,9 @@ int run(const config& cfg, int rank, int n) {
   if (!comm) return fail("communicator", comm.error());
 
   if (rank == 0) {
-    std::printf("# coll-perf: %d ranks; fabrix: %s, chunk %zu B, %u slots; MPI: %s\n", n, dom->describe().c_str(),
-                cfg.opts.chunk_bytes, cfg.opts.slots, "OpenMPI (its default algorithms and transports)");
+    std::printf("# coll-perf: %d ranks; fabrix: %s, chunk %zu B, %u slots%s; MPI: %s\n", n, dom->describe().c_str(),
+                cfg.opts.chunk_bytes, cfg.opts.slots, cfg.opts.forward_received ? ", forwarding" : "",
+                "OpenMPI (its default algorithms and transports)");
     std::printf("# busbw as nccl-tests; ratio = fabrix busbw / MPI busbw; times are the slowest rank's average\n");
   }
   const double un = n;
@@ -215,7 +219,7 @@ int main(int argc, char** argv) {
     if (rank == 0)
       std::fprintf(stderr,
                    "usage: coll-perf [--op all|allreduce|allgather|reduce_scatter|alltoall] [--min B] [--max B] "
-                   "[--factor F] [--iters N] [--chunk B] [--slots N] [--transport UCX_TLS] [--no-check]\n");
+                   "[--factor F] [--iters N] [--chunk B] [--slots N] [--forward] [--transport UCX_TLS] [--no-check]\n");
     MPI_Finalize();
     return 2;
   }

@@ -88,3 +88,25 @@ TEST_CASE("collectives: reduce_scatter, every dtype and op, 2-4 ranks") {
     });
   }
 }
+
+TEST_CASE("collectives: the ring forwarding from receive slots (forward_received), 2-4 ranks") {
+  for (int n : {2, 3, 4}) {
+    CAPTURE(n);
+    fabrix::coll::options o = fxc::small_chunks();
+    o.forward_received = true;
+    fxc::with_comm(n, o, [](fxc::comm_t& comm, int rank, int n) {
+      const std::size_t sizes[] = {67, 1001, 4099};
+      allreduce_sizes<std::int32_t>(comm, rank, n, sizes);
+      allreduce_sizes<double>(comm, rank, n, sizes);
+      for (const std::size_t count : {std::size_t{1}, std::size_t{777}}) {
+        std::vector<std::int64_t> mine(count), all(count * static_cast<std::size_t>(n), -7);
+        for (std::size_t i = 0; i < count; ++i) mine[i] = fxc::value<std::int64_t>(rank, i, 5);
+        fxc::check_ok(fabrix::coll::allgather(comm, std::span<const std::int64_t>(mine), std::span<std::int64_t>(all)),
+                      "allgather");
+        fxc::expect_elements(
+            all, [&](std::size_t i) { return fxc::value<std::int64_t>(static_cast<int>(i / count), i % count, 5); },
+            "forwarded allgather of " + std::to_string(count));
+      }
+    });
+  }
+}

@@ -30,7 +30,7 @@ rm -rf "$build"
 {
   meson setup "$build" -Dcuda=enabled -Dbuildtype=debugoptimized -Dexamples=false &&
     ninja -C "$build" -j "$jobs" tests/gpu/gpu_ipc tests/gpu/gpu_bench tests/gpu/unit_cuda \
-      tests/conformance/conformance_cuda_ipc
+      tests/conformance/conformance_cuda_ipc tests/collectives/gpu_collectives
 } >"$OUT/build.log" 2>&1 || build_rc=$?
 note "build rc=$build_rc ($(grep -c warning "$OUT/build.log") warning lines)"
 
@@ -38,7 +38,7 @@ tests_rc=-1
 bench_rc=-1
 if [ "$build_rc" -eq 0 ]; then
   tests_rc=0
-  timeout 200 meson test -C "$build" --no-rebuild --print-errorlogs --num-processes 1 \
+  timeout 400 meson test -C "$build" --no-rebuild --print-errorlogs --num-processes 1 \
     --suite gpu --suite cuda --suite cuda_ipc >"$OUT/tests.log" 2>&1 || tests_rc=$?
   cp "$build/meson-logs/testlog.json" "$OUT/testlog.json" 2>/dev/null || true
   cp "$build/meson-logs/testlog.txt" "$OUT/testlog.txt" 2>/dev/null || true

@@ -3,7 +3,7 @@
 // (ring.hpp); each rank receives (n-1)/n of `out`.
 #pragma once
 
-#include <fabrix/collectives/reduce.hpp>
+#include <fabrix/collectives/local_kernels.hpp>
 #include <fabrix/collectives/ring.hpp>
 
 #include <type_traits>
@@ -17,33 +17,33 @@ namespace fabrix::coll {
 template <provider P, class T>
 requires std::is_trivially_copyable_v<T> result<void> allgather(communicator<P>& c, std::span<const T> in,
                                                                 std::span<T> out, memory_location where = {}) {
-  using K = host_kernels;
   if (auto h = c.health(); !h) return h;
-  if (auto r = detail::check_host(where, "allgather"); !r) return r;
   const std::size_t count = in.size();
   if (sizeof(T) > c.opts().chunk_bytes)
     return unexpected(status::invalid_argument, "allgather: element larger than chunk_bytes", "collectives");
   if (out.size() != count * static_cast<std::size_t>(c.size()))
     return unexpected(status::invalid_argument, "allgather: output must hold size() * in.size() elements",
                       "collectives");
-  const std::size_t mine = static_cast<std::size_t>(c.rank()) * count;
-  K::copy(out.data() + mine, in.data(), in.size_bytes());
-  if (c.size() == 1) return {};
-  const int n = c.size();
-  const detail::ring_schedule s(n, c.rank(), 0, static_cast<std::size_t>(n) - 1, c.opts().slots / 2,
-                                c.opts().chunk_bytes / sizeof(T), count, detail::ring_schedule::layout::blocks,
-                                sizeof(T));
-  return detail::run_ring(
-      c, s, sizeof(T),
-      [&](std::size_t m, std::byte* slot) {
-        const auto [f, l] = s.send_range(m);
-        K::copy(slot, out.data() + f, (l - f) * sizeof(T));
-      },
-      [&](std::size_t m, const std::byte* data, std::byte* next) {
-        const auto [f, l] = s.recv_range(m);
-        K::copy(out.data() + f, data, (l - f) * sizeof(T));
-        if (next) K::copy(next, data, (l - f) * sizeof(T));
-      });
+  return detail::with_kernels(c, where, "allgather", [&](auto& k) -> result<void> {
+    const std::size_t mine = static_cast<std::size_t>(c.rank()) * count;
+    k.copy(out.data() + mine, in.data(), in.size_bytes());
+    if (c.size() == 1) return {};
+    const int n = c.size();
+    const detail::ring_schedule s(n, c.rank(), 0, static_cast<std::size_t>(n) - 1, c.opts().slots / 2,
+                                  c.opts().chunk_bytes / sizeof(T), count, detail::ring_schedule::layout::blocks,
+                                  sizeof(T));
+    return detail::run_ring(
+        c, k, s, sizeof(T),
+        [&](std::size_t m, std::byte* slot) {
+          const auto [f, l] = s.send_range(m);
+          k.copy(slot, out.data() + f, (l - f) * sizeof(T));
+        },
+        [&](std::size_t m, const std::byte* data, std::byte*) {
+          const auto [f, l] = s.recv_range(m);
+          k.copy(out.data() + f, data, (l - f) * sizeof(T));
+          return true;  // passed on as it is
+        });
+  });
 }
 
 }  // namespace fabrix::coll

@@ -5,6 +5,7 @@
 // (options::direct_allreduce_bytes) go in one hop instead (allreduce_direct).
 #pragma once
 
+#include <fabrix/collectives/local_kernels.hpp>
 #include <fabrix/collectives/reduce.hpp>
 #include <fabrix/collectives/ring.hpp>
 
@@ -19,9 +20,8 @@ namespace detail {
 // channel, then reduces the n inputs in rank order (so every rank computes
 // bit-identical floating-point results), holding the landed chunks until
 // done. Precondition: the input fits one chunk.
-template <provider P, element T>
-result<void> allreduce_direct(communicator<P>& c, std::span<const T> in, std::span<T> out, reduce_op op) {
-  using K = host_kernels;
+template <provider P, element T, class K>
+result<void> allreduce_direct(communicator<P>& c, K& k, std::span<const T> in, std::span<T> out, reduce_op op) {
   const int n = c.size(), me = c.rank();
   const std::size_t bytes = in.size_bytes();
   std::span<std::uint64_t> posted = c.work().first(static_cast<std::size_t>(n));
@@ -37,7 +37,8 @@ result<void> allreduce_direct(communicator<P>& c, std::span<const T> in, std::sp
       const int p = (me + i) % n;
       if (!posted[p] && c.can_send(p)) {
         std::byte* slot = c.send_slot(p);
-        K::copy(slot, in.data(), bytes);
+        k.copy(slot, in.data(), bytes);
+        if (auto r = k.ready(); !r) return c.fail(r.error());
         if (auto r = c.post(p, bytes); !r) return r;
         if (mine == nullptr) mine = slot;
         posted[p] = 1;
@@ -62,57 +63,66 @@ result<void> allreduce_direct(communicator<P>& c, std::span<const T> in, std::sp
     std::size_t got = 0;
     return reinterpret_cast<const T*>(r == me ? mine : c.landed(r, got));
   };
-  K::combine(out.data(), input(0), input(1), in.size(), op);
-  for (int r = 2; r < n; ++r) K::combine(out.data(), out.data(), input(r), in.size(), op);
+  k.combine(out.data(), input(0), input(1), in.size(), op);
+  for (int r = 2; r < n; ++r) k.combine(out.data(), out.data(), input(r), in.size(), op);
+  if (auto r = k.ready(); !r) return c.fail(r.error());
   for (int p = 0; p < n; ++p)
     if (p != me) c.consume(p);
   return c.finish(until);
 }
 
-}  // namespace detail
-
-// `out` may be `in` (in place); otherwise they must not overlap. Same count
-// on every rank.
-template <provider P, element T>
-result<void> allreduce(communicator<P>& c, std::span<const T> in, std::span<T> out, reduce_op op,
-                       memory_location where = {}) {
-  using K = host_kernels;
-  if (auto h = c.health(); !h) return h;
-  if (auto r = detail::check_host(where, "allreduce"); !r) return r;
-  if (in.size() != out.size())
-    return unexpected(status::invalid_argument, "allreduce: input and output differ in size", "collectives");
-  if (c.size() == 1) {
-    K::copy(out.data(), in.data(), in.size_bytes());
-    return {};
-  }
-  if (in.empty()) return {};
-  if (in.size_bytes() <= std::min(c.opts().direct_allreduce_bytes, c.opts().chunk_bytes))
-    return detail::allreduce_direct(c, in, out, op);
+// The ring: reduce-scatter then allgather (ring.hpp).
+template <provider P, element T, class K>
+result<void> allreduce_ring(communicator<P>& c, K& k, std::span<const T> in, std::span<T> out, reduce_op op) {
   const int n = c.size();
-  const detail::ring_schedule s(n, c.rank(), 0, 2 * static_cast<std::size_t>(n) - 2, c.opts().slots / 2,
-                                c.opts().chunk_bytes / sizeof(T), in.size(), detail::ring_schedule::layout::vector,
-                                sizeof(T));
+  const ring_schedule s(n, c.rank(), 0, 2 * static_cast<std::size_t>(n) - 2, c.opts().slots / 2,
+                        c.opts().chunk_bytes / sizeof(T), in.size(), ring_schedule::layout::vector, sizeof(T));
   const std::size_t last_reduce = static_cast<std::size_t>(n) - 2;
-  return detail::run_ring(
-      c, s, sizeof(T),
+  return run_ring(
+      c, k, s, sizeof(T),
       [&](std::size_t m, std::byte* slot) {
         const auto [f, l] = s.send_range(m);
-        K::copy(slot, in.data() + f, (l - f) * sizeof(T));
+        k.copy(slot, in.data() + f, (l - f) * sizeof(T));
       },
       [&](std::size_t m, const std::byte* data, std::byte* next) {
         const auto [f, l] = s.recv_range(m);
         const std::size_t g = s.step(m);
         const T* got = reinterpret_cast<const T*>(data);
         if (g < last_reduce) {
-          K::combine(reinterpret_cast<T*>(next), got, in.data() + f, l - f, op);
-        } else if (g == last_reduce) {
-          K::combine(out.data() + f, got, in.data() + f, l - f, op);
-          K::copy(next, out.data() + f, (l - f) * sizeof(T));
-        } else {
-          K::copy(out.data() + f, data, (l - f) * sizeof(T));
-          if (next) K::copy(next, data, (l - f) * sizeof(T));
+          k.combine(reinterpret_cast<T*>(next), got, in.data() + f, l - f, op);
+          return false;
         }
+        if (g == last_reduce) {
+          k.combine(out.data() + f, got, in.data() + f, l - f, op);
+          k.copy(next, out.data() + f, (l - f) * sizeof(T));
+          return false;
+        }
+        k.copy(out.data() + f, data, (l - f) * sizeof(T));
+        return true;  // allgather steps pass the reduced segment on as it is
       });
+}
+
+}  // namespace detail
+
+// `out` may be `in` (in place); otherwise they must not overlap. Same count
+// on every rank. `where`: the memory of `in` and `out`, which must be the
+// communicator's (options::device).
+template <provider P, element T>
+result<void> allreduce(communicator<P>& c, std::span<const T> in, std::span<T> out, reduce_op op,
+                       memory_location where = {}) {
+  if (auto h = c.health(); !h) return h;
+  if (in.size() != out.size())
+    return unexpected(status::invalid_argument, "allreduce: input and output differ in size", "collectives");
+  return detail::with_kernels(c, where, "allreduce", [&](auto& k) -> result<void> {
+    if (c.size() == 1) {
+      k.copy(out.data(), in.data(), in.size_bytes());
+      return {};
+    }
+    if (in.empty()) return {};
+    if (in.size_bytes() <= std::min(c.opts().direct_allreduce_bytes, c.opts().chunk_bytes))
+      return detail::allreduce_direct(c, k, in, out, op);
+    return detail::allreduce_ring(c, k, in, out, op);
+  });
 }
 
 template <provider P, element T>

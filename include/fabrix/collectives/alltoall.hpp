@@ -6,8 +6,7 @@
 #pragma once
 
 #include <fabrix/collectives/communicator.hpp>
-#include <fabrix/collectives/reduce.hpp>
-#include <fabrix/collectives/ring.hpp>
+#include <fabrix/collectives/local_kernels.hpp>
 
 #include <cstddef>
 #include <span>
@@ -15,33 +14,16 @@
 
 namespace fabrix::coll {
 
-// Counts and displacements are in elements, one per rank. The piece for
-// rank p is in[send_displs[p], + send_counts[p]); the piece from rank p
-// lands at out[recv_displs[p], + recv_counts[p]). recv_counts[p] on this
-// rank must equal send_counts[this rank] on rank p. `in` and `out` must not
-// overlap.
-template <provider P, class T>
-requires std::is_trivially_copyable_v<T> result<void> alltoallv(
-    communicator<P>& c, std::span<const T> in, std::span<const std::size_t> send_counts,
-    std::span<const std::size_t> send_displs, std::span<T> out, std::span<const std::size_t> recv_counts,
-    std::span<const std::size_t> recv_displs, memory_location where = {}) {
-  using K = host_kernels;
-  if (auto h = c.health(); !h) return h;
-  if (auto r = detail::check_host(where, "alltoallv"); !r) return r;
+namespace detail {
+
+// The exchange itself, arguments checked, with kernel set `k`.
+template <provider P, class T, class K>
+result<void> alltoallv_run(communicator<P>& c, K& k, std::span<const T> in, std::span<const std::size_t> send_counts,
+                           std::span<const std::size_t> send_displs, std::span<T> out,
+                           std::span<const std::size_t> recv_counts, std::span<const std::size_t> recv_displs) {
   const std::size_t n = static_cast<std::size_t>(c.size());
-  auto bad = [](const char* why) { return unexpected(status::invalid_argument, why, "collectives"); };
-  if (send_counts.size() != n || send_displs.size() != n || recv_counts.size() != n || recv_displs.size() != n)
-    return bad("alltoallv: counts and displacements need one entry per rank");
-  if (sizeof(T) > c.opts().chunk_bytes) return bad("alltoallv: element larger than chunk_bytes");
-  for (std::size_t p = 0; p < n; ++p) {
-    if (send_displs[p] > in.size() || send_counts[p] > in.size() - send_displs[p])
-      return bad("alltoallv: a send piece lies outside the input");
-    if (recv_displs[p] > out.size() || recv_counts[p] > out.size() - recv_displs[p])
-      return bad("alltoallv: a receive piece lies outside the output");
-  }
   const std::size_t me = static_cast<std::size_t>(c.rank());
-  if (send_counts[me] != recv_counts[me]) return bad("alltoallv: this rank's piece for itself differs in size");
-  K::copy(out.data() + recv_displs[me], in.data() + send_displs[me], send_counts[me] * sizeof(T));
+  k.copy(out.data() + recv_displs[me], in.data() + send_displs[me], send_counts[me] * sizeof(T));
   if (n == 1) return {};
 
   const std::size_t chunk = c.opts().chunk_bytes / sizeof(T);
@@ -63,7 +45,8 @@ requires std::is_trivially_copyable_v<T> result<void> alltoallv(
       while (sent[p] < chunks(send_counts[p]) && c.can_send(peer)) {
         const std::size_t first = sent[p] * chunk;
         const std::size_t len = std::min(chunk, send_counts[p] - first);
-        K::copy(c.send_slot(peer), in.data() + send_displs[p] + first, len * sizeof(T));
+        k.copy(c.send_slot(peer), in.data() + send_displs[p] + first, len * sizeof(T));
+        if (auto r = k.ready(); !r) return c.fail(r.error());
         if (auto r = c.post(peer, len * sizeof(T)); !r) return r;
         ++sent[p];
         --left;
@@ -76,7 +59,8 @@ requires std::is_trivially_copyable_v<T> result<void> alltoallv(
         const std::size_t first = received[p] * chunk;
         const std::size_t len = std::min(chunk, recv_counts[p] - first);
         if (got != len * sizeof(T)) return c.size_mismatch(peer, got, len * sizeof(T));
-        K::copy(out.data() + recv_displs[p] + first, data, got);
+        k.copy(out.data() + recv_displs[p] + first, data, got);
+        if (auto r = k.ready(); !r) return c.fail(r.error());
         c.consume(peer);
         ++received[p];
         --left;
@@ -90,6 +74,37 @@ requires std::is_trivially_copyable_v<T> result<void> alltoallv(
     }
   }
   return c.finish(until);
+}
+
+}  // namespace detail
+
+// Counts and displacements are in elements, one per rank. The piece for
+// rank p is in[send_displs[p], + send_counts[p]); the piece from rank p
+// lands at out[recv_displs[p], + recv_counts[p]). recv_counts[p] on this
+// rank must equal send_counts[this rank] on rank p. `in` and `out` must not
+// overlap.
+template <provider P, class T>
+requires std::is_trivially_copyable_v<T> result<void> alltoallv(
+    communicator<P>& c, std::span<const T> in, std::span<const std::size_t> send_counts,
+    std::span<const std::size_t> send_displs, std::span<T> out, std::span<const std::size_t> recv_counts,
+    std::span<const std::size_t> recv_displs, memory_location where = {}) {
+  if (auto h = c.health(); !h) return h;
+  const std::size_t n = static_cast<std::size_t>(c.size());
+  auto bad = [](const char* why) { return unexpected(status::invalid_argument, why, "collectives"); };
+  if (send_counts.size() != n || send_displs.size() != n || recv_counts.size() != n || recv_displs.size() != n)
+    return bad("alltoallv: counts and displacements need one entry per rank");
+  if (sizeof(T) > c.opts().chunk_bytes) return bad("alltoallv: element larger than chunk_bytes");
+  for (std::size_t p = 0; p < n; ++p) {
+    if (send_displs[p] > in.size() || send_counts[p] > in.size() - send_displs[p])
+      return bad("alltoallv: a send piece lies outside the input");
+    if (recv_displs[p] > out.size() || recv_counts[p] > out.size() - recv_displs[p])
+      return bad("alltoallv: a receive piece lies outside the output");
+  }
+  const std::size_t me = static_cast<std::size_t>(c.rank());
+  if (send_counts[me] != recv_counts[me]) return bad("alltoallv: this rank's piece for itself differs in size");
+  return detail::with_kernels(c, where, "alltoallv", [&](auto& k) {
+    return detail::alltoallv_run(c, k, in, send_counts, send_displs, out, recv_counts, recv_displs);
+  });
 }
 
 // Equal pieces: `in` and `out` hold size() blocks of `count` elements each,

@@ -9,6 +9,8 @@
 
 namespace fabrix::coll {
 
+class device_kernels;  // device_kernels.hpp
+
 struct options {
   // Largest piece of data one notification carries. A multiple of 8.
   std::size_t chunk_bytes = std::size_t{256} << 10;
@@ -32,6 +34,21 @@ struct options {
   // While nothing moves, peers are probed (a flush) this often, so that a
   // dead peer is reported as peer_unreachable long before the timeout.
   std::chrono::milliseconds probe_interval{100};
+  // The ring's allgather steps pass each received chunk on by writing it
+  // straight from its receive slot (one local copy fewer per chunk) instead
+  // of copying it to a send slot first. The receive slot then goes back to
+  // its sender only once that write has completed, which ties a rank's
+  // credits to its right neighbour's progress: on UCX over shared memory
+  // with 4 ranks on 2 busy cores this measured slower (perf/coll), so it
+  // is off by default. A local choice: ranks need not agree on it.
+  bool forward_received = false;
+  // Null: the scratch and every collective's buffers are host memory. Else
+  // the scratch is memory this object allocates (e.g. GPU memory from
+  // fabrix::cuda::collective_kernels), the collectives take buffers in that
+  // memory and copy and reduce with its kernels, and the provider must
+  // register such memory itself (caps().gpu == direct, e.g. cuda_ipc). Must
+  // outlive the communicator. Every rank passes one or every rank null.
+  device_kernels* device = nullptr;
 };
 
 // The scratch a communicator registers: a send and a receive area of

@@ -1,12 +1,14 @@
 // Element types and reduction operators of the collectives, and the local
 // kernels that copy and combine chunks.
 //
-// GPU seam: every local data movement of a collective goes through
-// host_kernels::copy / combine. Buffers in cuda_device memory need a kernel
-// set that runs on the device (cudaMemcpyAsync and a reduction kernel on a
-// stream) — not built yet: the collectives refuse a memory_location that is
-// not host with status::unsupported.
+// Every local data movement of a collective goes through a kernel set:
+// host_kernels here for host memory, or detail::device_adapter over a
+// device_kernels (device_kernels.hpp) when the communicator's memory is on a
+// device. Both have copy, combine and ready(); host work is done when the
+// call returns, so ready() has nothing to wait for.
 #pragma once
+
+#include <fabrix/result.hpp>
 
 #include <algorithm>
 #include <concepts>
@@ -53,6 +55,7 @@ struct host_kernels {
         break;
     }
   }
+  static result<void> ready() noexcept { return {}; }
 };
 
 }  // namespace fabrix::coll

@@ -3,6 +3,7 @@
 // algorithm (ring.hpp); each rank sends and receives (n-1)/n of `in`.
 #pragma once
 
+#include <fabrix/collectives/local_kernels.hpp>
 #include <fabrix/collectives/reduce.hpp>
 #include <fabrix/collectives/ring.hpp>
 
@@ -14,33 +15,34 @@ namespace fabrix::coll {
 template <provider P, element T>
 result<void> reduce_scatter(communicator<P>& c, std::span<const T> in, std::span<T> out, reduce_op op,
                             memory_location where = {}) {
-  using K = host_kernels;
   if (auto h = c.health(); !h) return h;
-  if (auto r = detail::check_host(where, "reduce_scatter"); !r) return r;
   const std::size_t count = out.size();
   if (in.size() != count * static_cast<std::size_t>(c.size()))
     return unexpected(status::invalid_argument, "reduce_scatter: input must hold size() * out.size() elements",
                       "collectives");
-  if (c.size() == 1) {
-    K::copy(out.data(), in.data(), in.size_bytes());
-    return {};
-  }
-  const int n = c.size();
-  const std::size_t mine = static_cast<std::size_t>(c.rank()) * count;
-  const detail::ring_schedule s(n, c.rank(), 1, static_cast<std::size_t>(n) - 1, c.opts().slots / 2,
-                                c.opts().chunk_bytes / sizeof(T), count, detail::ring_schedule::layout::blocks,
-                                sizeof(T));
-  return detail::run_ring(
-      c, s, sizeof(T),
-      [&](std::size_t m, std::byte* slot) {
-        const auto [f, l] = s.send_range(m);
-        K::copy(slot, in.data() + f, (l - f) * sizeof(T));
-      },
-      [&](std::size_t m, const std::byte* data, std::byte* next) {
-        const auto [f, l] = s.recv_range(m);
-        const T* got = reinterpret_cast<const T*>(data);
-        K::combine(next ? reinterpret_cast<T*>(next) : out.data() + (f - mine), got, in.data() + f, l - f, op);
-      });
+  return detail::with_kernels(c, where, "reduce_scatter", [&](auto& k) -> result<void> {
+    if (c.size() == 1) {
+      k.copy(out.data(), in.data(), in.size_bytes());
+      return {};
+    }
+    const int n = c.size();
+    const std::size_t mine = static_cast<std::size_t>(c.rank()) * count;
+    const detail::ring_schedule s(n, c.rank(), 1, static_cast<std::size_t>(n) - 1, c.opts().slots / 2,
+                                  c.opts().chunk_bytes / sizeof(T), count, detail::ring_schedule::layout::blocks,
+                                  sizeof(T));
+    return detail::run_ring(
+        c, k, s, sizeof(T),
+        [&](std::size_t m, std::byte* slot) {
+          const auto [f, l] = s.send_range(m);
+          k.copy(slot, in.data() + f, (l - f) * sizeof(T));
+        },
+        [&](std::size_t m, const std::byte* data, std::byte* next) {
+          const auto [f, l] = s.recv_range(m);
+          const T* got = reinterpret_cast<const T*>(data);
+          k.combine(next ? reinterpret_cast<T*>(next) : out.data() + (f - mine), got, in.data() + f, l - f, op);
+          return false;
+        });
+  });
 }
 
 }  // namespace fabrix::coll

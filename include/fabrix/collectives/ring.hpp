@@ -97,13 +97,19 @@ struct ring_schedule {
   }
 };
 
-// Runs the schedule on `c`, elements of `elem_size` bytes.
+// Runs the schedule on `c`, elements of `elem_size` bytes, with the kernel
+// set `k` (local_kernels.hpp): produce and absorb enqueue their work on it,
+// and the ring waits for it (k.ready()) before it posts a filled send slot
+// or hands a read receive slot back.
 //   produce(m, slot): fills the send slot of step-0 message m from local data.
 //   absorb(m, data, next): consumes received message m; `next` is the send
 //     slot of message m + lag (its successor one step later), or nullptr
-//     when m is of the last step.
-template <provider P, class Produce, class Absorb>
-result<void> run_ring(communicator<P>& c, const ring_schedule& s, std::size_t elem_size, Produce&& produce,
+//     when m is of the last step. Returns true when message m + lag is
+//     message m unchanged: then absorb leaves `next` alone, and the ring
+//     copies m there, or with options::forward_received writes it on from
+//     its receive slot (communicator::forward, no copy).
+template <provider P, class K, class Produce, class Absorb>
+result<void> run_ring(communicator<P>& c, K& k, const ring_schedule& s, std::size_t elem_size, Produce&& produce,
                       Absorb&& absorb) {
   const int right = (c.rank() + 1) % c.size();
   const int left = (c.rank() - 1 + c.size()) % c.size();
@@ -116,6 +122,7 @@ result<void> run_ring(communicator<P>& c, const ring_schedule& s, std::size_t el
     bool moved = false;
     while (next_send < total && s.step(next_send) == 0 && c.can_send(right)) {
       produce(next_send, c.send_slot(right));
+      if (auto r = k.ready(); !r) return c.fail(r.error());
       if (auto r = c.post(right, bytes_of(s.send_range(next_send))); !r) return r;
       ++next_send;
       moved = true;
@@ -128,11 +135,20 @@ result<void> run_ring(communicator<P>& c, const ring_schedule& s, std::size_t el
       if (got != want) return c.size_mismatch(left, got, want);
       const bool forwards = s.step(next_recv) + 1 < s.steps;
       if (forwards && (next_send != next_recv + s.lag || !c.can_send(right))) break;
-      absorb(next_recv, data, forwards ? c.send_slot(right) : nullptr);
-      c.consume(left);
-      if (forwards) {
-        if (auto r = c.post(right, want); !r) return r;
+      std::byte* next = forwards ? c.send_slot(right) : nullptr;
+      const bool as_is = absorb(next_recv, data, next);
+      const bool forward = forwards && as_is && c.opts().forward_received;
+      if (forwards && as_is && !forward) k.copy(next, data, want);
+      if (auto r = k.ready(); !r) return c.fail(r.error());
+      if (forward) {
+        if (auto r = c.forward(left, right, want); !r) return r;
         ++next_send;
+      } else {
+        c.consume(left);
+        if (forwards) {
+          if (auto r = c.post(right, want); !r) return r;
+          ++next_send;
+        }
       }
       ++next_recv;
       moved = true;
@@ -144,15 +160,6 @@ result<void> run_ring(communicator<P>& c, const ring_schedule& s, std::size_t el
     }
   }
   return c.finish(until);
-}
-
-// Collectives take host memory only for now (see reduce.hpp: GPU seam).
-inline result<void> check_host(memory_location where, const char* what) {
-  if (where.kind != memory_kind::host)
-    return unexpected(status::unsupported,
-                      std::string(what) + ": only host memory is supported (device memory needs the CUDA kernels)",
-                      "collectives");
-  return {};
 }
 
 }  // namespace fabrix::coll::detail

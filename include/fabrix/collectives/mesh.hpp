@@ -1,0 +1,84 @@
+// The wiring under a communicator: a queue pair per rank (bootstrap's
+// connect_all), the registered scratch (scratch.hpp) and every peer's
+// remote_buffer for it, and the two writes the engine posts: a chunk from a
+// send slot into the peer's receive slot, and a zero-byte notification.
+// Nothing here is allocated or registered after create().
+//
+// Lifetime: the domain outlives the mesh; the region is deregistered before
+// the scratch is freed (member order).
+#pragma once
+
+#include <fabrix/bootstrap.hpp>
+#include <fabrix/collectives/options.hpp>
+#include <fabrix/collectives/scratch.hpp>
+#include <fabrix/connect.hpp>
+#include <fabrix/domain.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <utility>
+#include <vector>
+
+namespace fabrix::coll::detail {
+
+template <provider P>
+struct mesh {
+  domain<P>* dom = nullptr;
+  int rank = 0;
+  int size = 1;
+  scratch_layout layout;
+  std::vector<queue_pair<P>> qps;
+  scratch_memory scratch;
+  std::optional<memory_region<P>> region;
+  std::vector<remote_buffer> peers;
+
+  // Collective over `boot`. With one rank there is no scratch.
+  static result<mesh> create(domain<P>& dom, bootstrap& boot, const options& o) {
+    auto qps = connect_all(dom, boot);
+    if (!qps) return unexpected(std::move(qps).error());
+    mesh m;
+    m.dom = &dom;
+    m.rank = boot.rank();
+    m.size = boot.size();
+    m.layout = scratch_layout{m.rank, o.slots, o.chunk_bytes};
+    m.qps = std::move(*qps);
+    if (m.size == 1) return m;
+    const std::size_t bytes = scratch_bytes(o, m.size);
+    auto s = scratch_memory::create(bytes, o.device);
+    if (!s) return unexpected(std::move(s).error());
+    m.scratch = std::move(*s);
+    auto mr = dom.register_memory(m.scratch.data(), bytes, m.scratch.location(), access::remote_write);
+    if (!mr) return unexpected(std::move(mr).error());
+    m.region.emplace(std::move(*mr));
+    auto peers = exchange(boot, m.region->remote());
+    if (!peers) return unexpected(std::move(peers).error());
+    m.peers = std::move(*peers);
+    return m;
+  }
+
+  std::byte* send_slot(int peer, std::uint64_t k) const noexcept {
+    return scratch.data() + layout.send_offset(peer, k);
+  }
+  const std::byte* recv_slot(int peer, std::uint64_t k) const noexcept {
+    return scratch.data() + layout.recv_offset(peer, k);
+  }
+  // Chunk k (its first `bytes`) from its send slot into its receive slot at `peer`.
+  status write_chunk(int peer, std::uint64_t k, std::size_t bytes, std::uint32_t imm, std::uint64_t token) {
+    return qps[peer].write_with_imm(region->slice(layout.send_offset(peer, k), bytes),
+                                    peers[peer].slice(layout.recv_offset_at(peer, k), bytes), imm, token);
+  }
+  // Chunk k_from of `from`, in its receive slot here, on to `to` as chunk k_to.
+  status forward_chunk(int from, std::uint64_t k_from, int to, std::uint64_t k_to, std::size_t bytes, std::uint32_t imm,
+                       std::uint64_t token) {
+    return qps[to].write_with_imm(region->slice(layout.recv_offset(from, k_from), bytes),
+                                  peers[to].slice(layout.recv_offset_at(to, k_to), bytes), imm, token);
+  }
+  // A zero-byte write_with_imm: only the notification.
+  status notify(int peer, std::uint32_t imm, std::uint64_t token) {
+    return qps[peer].write_with_imm(region->slice(0, 0), peers[peer].slice(0, 0), imm, token);
+  }
+  status flush(int peer, std::uint64_t token) { return qps[peer].flush(token); }
+};
+
+}  // namespace fabrix::coll::detail
