@@ -142,13 +142,16 @@ class runner {
 
   // Every queue pair's operations complete at the target before `done`.
   void flush_all(target_side<P>* tgt) {
-    for (std::size_t q = 0; q < s_.qps.size(); ++q)
-      if (status st = s_.qps[q].flush(control_token | 0x100 | q); st != status::ok)
-        fail("flush: " + std::string(to_string(st)));
+    std::size_t posted = 0;  // flushes posted so far (`again`: poll, then post the rest)
     std::size_t left = s_.qps.size();
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(s_.opts.timeout_s);
     completion cs[32];
     for (std::uint64_t spin = 0; left > 0; ++spin) {
+      for (; posted < s_.qps.size(); ++posted) {
+        const status st = s_.qps[posted].flush(control_token | 0x100 | posted);
+        if (st == status::again) break;
+        if (st != status::ok) fail("flush: " + std::string(to_string(st)));
+      }
       const std::size_t n = s_.dom.poll(cs);
       for (std::size_t i = 0; i < n; ++i) {
         if (cs[i].op == opcode::flush) {
@@ -173,6 +176,7 @@ class runner {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(s_.opts.timeout_s);
     completion cs[32];
     for (std::uint64_t spin = 0; tgt.received() < count; ++spin) {
+      tgt.retry_pending();
       const std::size_t n = s_.dom.poll(cs);
       for (std::size_t i = 0; i < n; ++i) on_target(cs[i]);
       if ((spin & 1023) == 0 && std::chrono::steady_clock::now() > deadline)
@@ -197,10 +201,15 @@ class runner {
 
   template <class OnTarget>
   completion post_and_wait(const operation& o, OnTarget& on_target) {
-    if (status st = s_.qps[0].post(o); st != status::ok) fail("post: " + std::string(to_string(st)));
     completion cs[16];
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(s_.opts.timeout_s);
+    bool posted = false;  // `again`: poll, then post again
     for (std::uint64_t spin = 0;; ++spin) {
+      if (!posted) {
+        const status st = s_.qps[0].post(o);
+        if (st != status::ok && st != status::again) fail("post: " + std::string(to_string(st)));
+        posted = st == status::ok;
+      }
       if ((spin & 1023) == 0 && std::chrono::steady_clock::now() > deadline)
         fail(std::string(to_string(o.code)) + " did not complete in " + std::to_string(s_.opts.timeout_s) + " s");
       const std::size_t n = s_.dom.poll(cs);
