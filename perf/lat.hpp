@@ -32,6 +32,7 @@ class lat_loop {
     src_ = s.local(s.lay.local, st.size);
     dst_ = s.remote(s.lay.target, st.size);
     rx_ = s.local(s.lay.rx, st.size);
+    early_.reserve(1);
   }
 
   // Client: returns the samples in microseconds (round trip / 2 for ping-pong).
@@ -75,6 +76,10 @@ class lat_loop {
       last_ = i;
     }
   }
+
+  // A notification the server's control exchange polled before echo()
+  // started (the client may post message 0 as soon as it has seen `ready`).
+  void add_early(const completion& c) { early_.push_back(c); }
 
   std::uint64_t last_iteration() const noexcept { return last_; }
   std::uint64_t atomic_sum() const noexcept { return atomic_sum_; }
@@ -158,6 +163,8 @@ class lat_loop {
     arrived_ = false;
     stopped_ = false;
     imm_want_ = static_cast<std::uint32_t>(i);
+    for (const completion& c : early_) handle(c);
+    early_.clear();
     std::uint64_t spin = 0;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(s_.opts.timeout_s);
     for (;;) {
@@ -194,26 +201,26 @@ class lat_loop {
   void poll_once() {
     completion cs[16];
     const std::size_t n = s_.dom.poll(cs);
-    for (std::size_t k = 0; k < n; ++k) {
-      const completion& c = cs[k];
-      expect_ok(c, "latency loop");
-      switch (c.op) {
-        case opcode::remote_write_imm:
-          if (c.imm == stop_imm)
-            stopped_ = true;
-          else if (c.imm != imm_want_)
-            fail("DATA CHECK FAILED: notification " + std::to_string(c.imm) + ", expected " +
-                 std::to_string(imm_want_));
-          if (c.bytes != st_.size) fail("a notification reports " + std::to_string(c.bytes) + " bytes");
-          arrived_ = true;
-          break;
-        case opcode::recv:
-          if (c.bytes != st_.size)
-            fail("received " + std::to_string(c.bytes) + " bytes, expected " + std::to_string(st_.size));
-          arrived_ = true;
-          break;
-        default: --in_flight_; break;
-      }
+    for (std::size_t k = 0; k < n; ++k) handle(cs[k]);
+  }
+
+  void handle(const completion& c) {
+    expect_ok(c, "latency loop");
+    switch (c.op) {
+      case opcode::remote_write_imm:
+        if (c.imm == stop_imm)
+          stopped_ = true;
+        else if (c.imm != imm_want_)
+          fail("DATA CHECK FAILED: notification " + std::to_string(c.imm) + ", expected " + std::to_string(imm_want_));
+        if (c.bytes != st_.size) fail("a notification reports " + std::to_string(c.bytes) + " bytes");
+        arrived_ = true;
+        break;
+      case opcode::recv:
+        if (c.bytes != st_.size)
+          fail("received " + std::to_string(c.bytes) + " bytes, expected " + std::to_string(st_.size));
+        arrived_ = true;
+        break;
+      default: --in_flight_; break;
     }
   }
 
@@ -227,6 +234,7 @@ class lat_loop {
   std::uint32_t imm_want_ = 0;
   bool arrived_ = false;
   bool stopped_ = false;
+  std::vector<completion> early_;
 };
 
 }  // namespace fabrix::perf
