@@ -108,7 +108,7 @@ class lat_loop {
         post(fa ? op::fetch_add(res, tgt, 1, 1) : op::compare_swap(res, tgt, i, i + 1, 1), "atomic");
         wait_local();
         std::uint64_t old = 0;
-        std::memcpy(&old, s_.at(s_.lay.results), 8);
+        std::memcpy(&old, s_.pull(s_.lay.results, 8), 8);
         if (old != i)
           fail("DATA CHECK FAILED: " + std::string(to_string(st_.test)) + " returned " + std::to_string(old) +
                ", expected " + std::to_string(i));
@@ -119,7 +119,9 @@ class lat_loop {
   }
 
   void mark(std::uint64_t i) noexcept {
-    if (st_.size) s_.at(s_.lay.local)[st_.size - 1] = std::byte{marker(i)};
+    if (st_.size == 0) return;
+    s_.at(s_.lay.local)[st_.size - 1] = std::byte{marker(i)};
+    if (s_.on_device()) s_.push(s_.lay.local + st_.size - 1, 1);
   }
 
   void post_reply(std::uint64_t i) {
@@ -135,6 +137,7 @@ class lat_loop {
 
   void send_stop() {
     s_.at(s_.lay.local)[st_.size - 1] = std::byte{stop_marker};
+    if (s_.on_device()) s_.push(s_.lay.local + st_.size - 1, 1);
     switch (st_.test) {
       case test_kind::write: post(op::write(src_, dst_, 1), "write"); break;
       case test_kind::write_imm: post(op::write_with_imm(src_, dst_, stop_imm, 1), "write_imm"); break;
@@ -169,6 +172,7 @@ class lat_loop {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(s_.opts.timeout_s);
     for (;;) {
       if (st_.test == test_kind::write && !arrived_) {
+        if (s_.on_device()) (void)s_.pull(s_.lay.target + st_.size - 1, 1);
         const std::uint8_t v = std::atomic_ref<const std::uint8_t>(*last).load(std::memory_order_acquire);
         if (v == want)
           arrived_ = true;
@@ -177,6 +181,7 @@ class lat_loop {
       }
       if (arrived_ && in_flight_ == 0) break;
       poll_once();
+      if (st_.test == test_kind::send && arrived_ && s_.on_device()) (void)s_.pull(s_.lay.rx + st_.size - 1, 1);
       if (st_.test == test_kind::send && arrived_ && !stopped_ && stoppable && *rx_last == stop_marker) stopped_ = true;
       if ((++spin & 4095) == 0 && std::chrono::steady_clock::now() > deadline)
         fail("no answer from the peer for " + std::to_string(s_.opts.timeout_s) + " s in the latency loop");

@@ -135,6 +135,7 @@ class runner {
     if (is_atomic(st.test)) {
       std::memset(target, 0, s_.slots * 8);
       std::memset(s_.at(s_.lay.results), 0xEE, s_.slots * 8);
+      if (s_.on_device()) s_.push(0, s_.lay.total);
       return;
     }
     if (st.test == test_kind::read) {
@@ -147,6 +148,7 @@ class runner {
       const std::uint64_t slots = s_.lay.rx_slots(st.size, s_.slots);
       for (std::uint64_t k = 0; k < slots; ++k) fill_poison(s_.at(s_.lay.rx + k * st.size), st.size, seed);
     }
+    if (s_.on_device()) s_.push(0, s_.lay.total);
   }
 
   // Every queue pair's operations complete at the target before `done`.
@@ -248,6 +250,7 @@ class runner {
         return std::string(where) + " last byte is " + std::to_string(got) + ", expected " + std::to_string(want);
       return {};
     };
+    if (s_.on_device()) (void)s_.pull(0, s_.lay.total);
     const std::byte* tgt_mem = s_.at(s_.lay.target);
     const std::byte* local = s_.at(s_.lay.local);
     const std::byte* rx = s_.at(s_.lay.rx);
