@@ -222,17 +222,21 @@ class Compare:
         with open(script, "w") as f:
             f.write(f"""#!/bin/bash
 # Runs inside the VM: perftest and fabrix-perf on rxe0, same sizes and counts.
+# perftest pairs through tests/vm/guest-lib.sh's `pair`: the client starts
+# once the server listens, both time-limited (a fixed sleep lost the race
+# under load and left a server waiting forever).
 set -u
+source {os.path.join(ROOT, "tests", "vm", "guest-lib.sh")}
 out={outdir}
 g=$FABRIX_VM_GID_INDEX; d=$FABRIX_VM_RDMA_DEVICE
 uptime > $out/load.txt
 for r in $(seq 1 {self.args.repeat}); do
  for s in {sizes}; do
   for t in ib_write_bw ib_write_lat ib_read_bw; do
-    $t -d $d -x $g -s $s -n 200 >/dev/null 2>&1 & sleep 1
-    $t -d $d -x $g -s $s -n 200 127.0.0.1 > $out/$t-$s-$r.txt 2>&1; wait
+    pair 120 $t -d $d -x $g -s $s -n 200 -- 127.0.0.1 >/dev/null 2>&1
+    cp /tmp/pair.client $out/$t-$s-$r.txt
   done
-  fx="{self.perf} --loopback --provider verbs --device $d -n 200 -s $s"
+  fx="timeout 300 {self.perf} --loopback --provider verbs --device $d -n 200 -s $s"
   $fx write bw --out_json $out/fx-write-bw-$s-$r.json > $out/fx-write-bw-$s-$r.txt 2>&1
   $fx write lat --out_json $out/fx-write-lat-$s-$r.json > $out/fx-write-lat-$s-$r.txt 2>&1
   $fx read bw --out_json $out/fx-read-bw-$s-$r.json > $out/fx-read-bw-$s-$r.txt 2>&1
