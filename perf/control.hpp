@@ -72,11 +72,19 @@ class control_channel {
     const std::byte* inbox = s_.control->data() + (want & 1) * 64;
     bool written = false;
     const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    const bool may_sleep = !s_.dom.caps().needs_target_progress;
     for (std::uint64_t spin = 0;; ++spin) {
       written |= drain(on_other, control_token | 3);
       if (written && std::atomic_ref<const std::uint64_t>(*reinterpret_cast<const std::uint64_t*>(inbox))
                              .load(std::memory_order_acquire) == want)
         break;
+      // A side that only waits (the target of a bandwidth run, the server
+      // of a read or atomic latency run) gives the CPU back when its
+      // provider needs no target progress, as perftest's passive side does:
+      // on few cores a spinning target slows the initiator and, with
+      // soft-RoCE, the kernel doing the NIC's work. Completions (receives,
+      // notifications) still wake it; a control message waits <= 1 ms.
+      if (may_sleep && written && spin >= 1024) (void)s_.dom.wait(std::chrono::milliseconds(1));
       if ((spin & 1023) == 0 && std::chrono::steady_clock::now() > deadline)
         fail("the peer sent nothing for " + std::to_string(s_.opts.timeout_s) + " s (control message " +
              std::to_string(want) + ")");
