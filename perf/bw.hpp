@@ -153,7 +153,7 @@ class bw_initiator {
     if (slot >= s_.slots) fail("a completion carries an unknown token " + std::to_string(slot));
     if (is_atomic(st_.test)) {
       std::uint64_t old = 0;
-      std::memcpy(&old, s_.at(s_.lay.results + slot * 8), 8);
+      std::memcpy(&old, s_.pull(s_.lay.results + slot * 8, 8), 8);
       const std::uint64_t k = book_.done[slot]++;
       const std::uint64_t want = st_.test == test_kind::fetch_add ? k * atomic_book::addend(slot) : k;
       if (old != want)

@@ -15,6 +15,7 @@
 #include "session.hpp"
 
 #include <fabrix/completion.hpp>
+#include <fabrix/operation.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -60,22 +61,30 @@ class control_channel {
     const std::uint64_t slot = (out.seq & 1) * 64;
     std::byte* staging = s_.control->data() + 128 + slot;
     std::memcpy(staging, &out, sizeof out);
-    auto& qp = s_.qps[0];
     const remote_buffer& peer = s_.peer_control;
-    post_or_fail(qp.write(s_.control->slice(128 + slot + 8, 56), peer.slice(slot + 8, 56), control_token | 1));
-    post_or_fail(qp.flush(control_token | 2));
+    post_or_retry(op::write(s_.control->slice(128 + slot + 8, 56), peer.slice(slot + 8, 56), control_token | 1),
+                  on_other);
+    post_or_retry(op::flush(control_token | 2), on_other);
     wait_token(control_token | 2, on_other);
-    post_or_fail(qp.write(s_.control->slice(128 + slot, 8), peer.slice(slot, 8), control_token | 3));
+    post_or_retry(op::write(s_.control->slice(128 + slot, 8), peer.slice(slot, 8), control_token | 3), on_other);
 
     const std::uint64_t want = received_ + 1;
     const std::byte* inbox = s_.control->data() + (want & 1) * 64;
     bool written = false;
     const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    const bool may_sleep = !s_.dom.caps().needs_target_progress;
     for (std::uint64_t spin = 0;; ++spin) {
       written |= drain(on_other, control_token | 3);
       if (written && std::atomic_ref<const std::uint64_t>(*reinterpret_cast<const std::uint64_t*>(inbox))
                              .load(std::memory_order_acquire) == want)
         break;
+      // A side that only waits (the target of a bandwidth run, the server
+      // of a read or atomic latency run) gives the CPU back when its
+      // provider needs no target progress, as perftest's passive side does:
+      // on few cores a spinning target slows the initiator and, with
+      // soft-RoCE, the kernel doing the NIC's work. Completions (receives,
+      // notifications) still wake it; a control message waits <= 1 ms.
+      if (may_sleep && written && spin >= 1024) (void)s_.dom.wait(std::chrono::milliseconds(1));
       if ((spin & 1023) == 0 && std::chrono::steady_clock::now() > deadline)
         fail("the peer sent nothing for " + std::to_string(s_.opts.timeout_s) + " s (control message " +
              std::to_string(want) + ")");
@@ -97,8 +106,21 @@ class control_channel {
   }
 
  private:
-  static void post_or_fail(status st) {
-    if (st != status::ok) fail("control message post: " + std::string(to_string(st)));
+  // `again` is back-pressure (a full operation pool or send queue, a
+  // connection still being set up): poll, which frees slots and progresses
+  // the provider, then post again until the timeout. Any other status fails.
+  template <class OnOther>
+  void post_or_retry(const operation& o, OnOther& on_other) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    for (std::uint64_t spin = 0;; ++spin) {
+      const status st = s_.qps[0].post(o);
+      if (st == status::ok) return;
+      if (st != status::again) fail("control message post: " + std::string(to_string(st)));
+      (void)drain(on_other, 0);
+      if ((spin & 1023) == 0 && std::chrono::steady_clock::now() > deadline)
+        fail("a control message could not be posted for " + std::to_string(s_.opts.timeout_s) +
+             " s (the provider kept answering `again`)");
+    }
   }
   // Polls once; returns true when `token` completed in this batch.
   template <class OnOther>

@@ -32,6 +32,7 @@ class lat_loop {
     src_ = s.local(s.lay.local, st.size);
     dst_ = s.remote(s.lay.target, st.size);
     rx_ = s.local(s.lay.rx, st.size);
+    early_.reserve(1);
   }
 
   // Client: returns the samples in microseconds (round trip / 2 for ping-pong).
@@ -76,6 +77,10 @@ class lat_loop {
     }
   }
 
+  // A notification the server's control exchange polled before echo()
+  // started (the client may post message 0 as soon as it has seen `ready`).
+  void add_early(const completion& c) { early_.push_back(c); }
+
   std::uint64_t last_iteration() const noexcept { return last_; }
   std::uint64_t atomic_sum() const noexcept { return atomic_sum_; }
 
@@ -103,7 +108,7 @@ class lat_loop {
         post(fa ? op::fetch_add(res, tgt, 1, 1) : op::compare_swap(res, tgt, i, i + 1, 1), "atomic");
         wait_local();
         std::uint64_t old = 0;
-        std::memcpy(&old, s_.at(s_.lay.results), 8);
+        std::memcpy(&old, s_.pull(s_.lay.results, 8), 8);
         if (old != i)
           fail("DATA CHECK FAILED: " + std::string(to_string(st_.test)) + " returned " + std::to_string(old) +
                ", expected " + std::to_string(i));
@@ -114,7 +119,9 @@ class lat_loop {
   }
 
   void mark(std::uint64_t i) noexcept {
-    if (st_.size) s_.at(s_.lay.local)[st_.size - 1] = std::byte{marker(i)};
+    if (st_.size == 0) return;
+    s_.at(s_.lay.local)[st_.size - 1] = std::byte{marker(i)};
+    if (s_.on_device()) s_.push(s_.lay.local + st_.size - 1, 1);
   }
 
   void post_reply(std::uint64_t i) {
@@ -130,6 +137,7 @@ class lat_loop {
 
   void send_stop() {
     s_.at(s_.lay.local)[st_.size - 1] = std::byte{stop_marker};
+    if (s_.on_device()) s_.push(s_.lay.local + st_.size - 1, 1);
     switch (st_.test) {
       case test_kind::write: post(op::write(src_, dst_, 1), "write"); break;
       case test_kind::write_imm: post(op::write_with_imm(src_, dst_, stop_imm, 1), "write_imm"); break;
@@ -158,10 +166,13 @@ class lat_loop {
     arrived_ = false;
     stopped_ = false;
     imm_want_ = static_cast<std::uint32_t>(i);
+    for (const completion& c : early_) handle(c);
+    early_.clear();
     std::uint64_t spin = 0;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(s_.opts.timeout_s);
     for (;;) {
       if (st_.test == test_kind::write && !arrived_) {
+        if (s_.on_device()) (void)s_.pull(s_.lay.target + st_.size - 1, 1);
         const std::uint8_t v = std::atomic_ref<const std::uint8_t>(*last).load(std::memory_order_acquire);
         if (v == want)
           arrived_ = true;
@@ -170,6 +181,7 @@ class lat_loop {
       }
       if (arrived_ && in_flight_ == 0) break;
       poll_once();
+      if (st_.test == test_kind::send && arrived_ && s_.on_device()) (void)s_.pull(s_.lay.rx + st_.size - 1, 1);
       if (st_.test == test_kind::send && arrived_ && !stopped_ && stoppable && *rx_last == stop_marker) stopped_ = true;
       if ((++spin & 4095) == 0 && std::chrono::steady_clock::now() > deadline)
         fail("no answer from the peer for " + std::to_string(s_.opts.timeout_s) + " s in the latency loop");
@@ -194,26 +206,26 @@ class lat_loop {
   void poll_once() {
     completion cs[16];
     const std::size_t n = s_.dom.poll(cs);
-    for (std::size_t k = 0; k < n; ++k) {
-      const completion& c = cs[k];
-      expect_ok(c, "latency loop");
-      switch (c.op) {
-        case opcode::remote_write_imm:
-          if (c.imm == stop_imm)
-            stopped_ = true;
-          else if (c.imm != imm_want_)
-            fail("DATA CHECK FAILED: notification " + std::to_string(c.imm) + ", expected " +
-                 std::to_string(imm_want_));
-          if (c.bytes != st_.size) fail("a notification reports " + std::to_string(c.bytes) + " bytes");
-          arrived_ = true;
-          break;
-        case opcode::recv:
-          if (c.bytes != st_.size)
-            fail("received " + std::to_string(c.bytes) + " bytes, expected " + std::to_string(st_.size));
-          arrived_ = true;
-          break;
-        default: --in_flight_; break;
-      }
+    for (std::size_t k = 0; k < n; ++k) handle(cs[k]);
+  }
+
+  void handle(const completion& c) {
+    expect_ok(c, "latency loop");
+    switch (c.op) {
+      case opcode::remote_write_imm:
+        if (c.imm == stop_imm)
+          stopped_ = true;
+        else if (c.imm != imm_want_)
+          fail("DATA CHECK FAILED: notification " + std::to_string(c.imm) + ", expected " + std::to_string(imm_want_));
+        if (c.bytes != st_.size) fail("a notification reports " + std::to_string(c.bytes) + " bytes");
+        arrived_ = true;
+        break;
+      case opcode::recv:
+        if (c.bytes != st_.size)
+          fail("received " + std::to_string(c.bytes) + " bytes, expected " + std::to_string(st_.size));
+        arrived_ = true;
+        break;
+      default: --in_flight_; break;
     }
   }
 
@@ -227,6 +239,7 @@ class lat_loop {
   std::uint32_t imm_want_ = 0;
   bool arrived_ = false;
   bool stopped_ = false;
+  std::vector<completion> early_;
 };
 
 }  // namespace fabrix::perf

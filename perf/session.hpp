@@ -41,7 +41,20 @@ struct session {
   bool provider_allocated = false;  // the data region's memory came from the provider
   bool server() const noexcept { return boot.rank() == 0; }
 
-  std::byte* at(std::uint64_t offset) const noexcept { return data->data() + offset; }
+  // The data region as fabrix-perf reads and writes it: the registered
+  // memory itself, or for --mem cuda its host mirror (see buffer.hpp), which
+  // push() copies to the device and pull() refreshes from it.
+  std::byte* at(std::uint64_t offset) const noexcept {
+    return data_mem.on_device() ? data_mem.host() + offset : data->data() + offset;
+  }
+  bool on_device() const noexcept { return data_mem.on_device(); }
+  void push(std::uint64_t offset, std::uint64_t len) {
+    if (!data_mem.push(offset, len)) fail("--mem " + opts.mem + ": copying to the device failed");
+  }
+  const std::byte* pull(std::uint64_t offset, std::uint64_t len) {
+    if (!data_mem.pull(offset, len)) fail("--mem " + opts.mem + ": copying from the device failed");
+    return at(offset);
+  }
   local_slice local(std::uint64_t offset, std::uint64_t len) const noexcept { return data->slice(offset, len); }
   remote_slice remote(std::uint64_t offset, std::uint64_t len) const noexcept { return peer_data.slice(offset, len); }
   queue_pair<P>& qp(std::uint64_t i) noexcept { return qps[i % qps.size()]; }
@@ -103,6 +116,14 @@ session<P> open_session(const options& opts, bootstrap boot, const std::vector<s
 
   std::string err;
   const memory_location where = detail::parse_mem(opts.mem);
+  // --mem cuda is refused, in this order, by a build without CUDA, a
+  // machine without the device, and a provider that cannot reach GPU memory.
+  if (where.kind != memory_kind::host) {
+    if (std::string why = buffer::cuda_refusal(where.device); !why.empty()) fail_usage(why);
+    if (s.dom.caps().gpu == gpu_path::none)
+      fail_usage("--mem " + opts.mem + ": provider '" + std::string(to_string(s.dom.provider())) +
+                 "' cannot reach GPU memory (its caps().gpu is none); try --provider cuda_ipc");
+  }
   bool allocated = false;
   if constexpr (provider_allocates<P>) {
     if (opts.alloc != "user" && where.kind == memory_kind::host) {

@@ -9,13 +9,16 @@
 #include "session.hpp"
 
 #include <limits>
+#include <vector>
 
 namespace fabrix::perf {
 
 template <provider P>
 class target_side {
  public:
-  target_side(session<P>& s, test_kind t, std::uint64_t size) : s_(s), test_(t), size_(size) {}
+  target_side(session<P>& s, test_kind t, std::uint64_t size) : s_(s), test_(t), size_(size) {
+    if (t == test_kind::send) pending_.reserve(s.lay.rx_slots(size, s.slots));
+  }
 
   // Posts the first receives (send test): one per slot, at most `expected`
   // (unbounded with -D: pass max()).
@@ -28,6 +31,7 @@ class target_side {
 
   void on(const completion& c) {
     expect_ok(c, "target");
+    retry_pending();
     if (c.op == opcode::remote_write_imm && test_ == test_kind::write_imm) {
       if (c.bytes != size_)
         fail("a notification reports " + std::to_string(c.bytes) + " bytes, expected " + std::to_string(size_));
@@ -47,11 +51,27 @@ class target_side {
   std::uint64_t slots_used() const noexcept { return std::min(posted_, s_.lay.rx_slots(size_, s_.slots)); }
   void set_limit(std::uint64_t limit) noexcept { limit_ = limit; }
 
+  // Posts the receives that met back-pressure (`again`) earlier; the loops
+  // that wait for arrivals call it between polls.
+  void retry_pending() {
+    while (!pending_.empty()) {
+      if (!try_post(pending_.back())) return;
+      pending_.pop_back();
+    }
+  }
+
  private:
+  // Counts the receive as posted; one that meets `again` waits in pending_
+  // (reserved for every slot: no allocation here) for retry_pending().
   void post_recv(std::uint64_t slot) {
-    const status st = s_.qps[0].recv(s_.local(s_.lay.rx + slot * size_, size_), recv_token + slot);
-    if (st != status::ok) fail("posting a receive: " + std::string(to_string(st)));
     ++posted_;
+    if (!pending_.empty() || !try_post(slot)) pending_.push_back(slot);
+  }
+  bool try_post(std::uint64_t slot) {
+    const status st = s_.qps[0].recv(s_.local(s_.lay.rx + slot * size_, size_), recv_token + slot);
+    if (st == status::again) return false;
+    if (st != status::ok) fail("posting a receive: " + std::string(to_string(st)));
+    return true;
   }
 
   session<P>& s_;
@@ -59,7 +79,8 @@ class target_side {
   std::uint64_t size_;
   std::uint64_t limit_ = std::numeric_limits<std::uint64_t>::max();
   std::uint64_t received_ = 0;
-  std::uint64_t posted_ = 0;
+  std::uint64_t posted_ = 0;  // including those waiting in pending_
+  std::vector<std::uint64_t> pending_;
 };
 
 }  // namespace fabrix::perf

@@ -32,6 +32,8 @@ rm -rf "$build"
     ninja -C "$build" -j "$jobs" tests/gpu/gpu_ipc tests/gpu/gpu_bench tests/gpu/unit_cuda \
       tests/conformance/conformance_cuda_ipc tests/collectives/gpu_collectives
 } >"$OUT/build.log" 2>&1 || build_rc=$?
+# fabrix-perf for the gpu suite's gpu/perf-cuda_ipc (--mem cuda over cuda_ipc, a few seconds).
+[ "$build_rc" -eq 0 ] && { ninja -C "$build" -j "$jobs" perf/fabrix-perf >>"$OUT/build.log" 2>&1 || build_rc=$?; }
 note "build rc=$build_rc ($(grep -c warning "$OUT/build.log") warning lines)"
 
 tests_rc=-1

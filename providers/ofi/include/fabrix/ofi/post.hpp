@@ -81,17 +81,22 @@ inline void fill_slot(domain_state& d, peer_state& p, op_slot* op, const operati
 }
 
 // Posts a filled slot now, or parks it (see above). On anything but ok the
-// slot is back in the pool.
+// slot is back in the pool. A recv is never parked: it is ordered only with
+// other recvs (all posted straight away, so in call order), and parked
+// behind a flush it could deadlock: tcp;ofi_rxm stops reading a connection
+// whose next message has no receive, so the completion the flush waits for,
+// queued behind that message, would never be read.
 inline status post_slot(peer_state& p, op_slot* op) {
   domain_state& d = *p.dom;
-  if (!p.parked.empty() || (needs_quiet(op->c.op) && p.inflight > 0)) {
+  const bool recv = op->c.op == opcode::recv;
+  if (!recv && (!p.parked.empty() || (needs_quiet(op->c.op) && p.inflight > 0))) {
     op->st = slot_state::parked;
     p.parked.push_back(op);
     return status::ok;
   }
   int native = 0;
   const status s = start(d, op, native);
-  if (s == status::again && !p.established) {  // connecting: post it from poll() once it is up
+  if (s == status::again && !p.established && !recv) {  // connecting: post it from poll() once it is up
     op->st = slot_state::parked;
     p.parked.push_back(op);
     return status::ok;

@@ -145,7 +145,7 @@ inline status start(domain_state& d, op_slot* op, int& native) {
   }
   const ssize_t ret = submit(d, op);
   if (ret == 0) {
-    op->peer->established = true;
+    if (op->c.op != opcode::recv) op->peer->established = true;  // a recv does not connect
     op->st = slot_state::posted;
     op->counted = op->c.op != opcode::recv;
     if (op->counted) ++op->peer->inflight;
