@@ -19,7 +19,10 @@
 // Peer failure: libfabric's error completions (connection reset and the
 // like) fail the peer; peers on this node are also watched by process
 // (shared memory never reports a dead peer) every 100 ms of poll()/wait().
-// Either way a dead peer's operations complete with peer_unreachable.
+// Either way a dead peer's operations complete with peer_unreachable. An RMA
+// or atomic that libfabric never completes (shm drops what its target
+// refuses) fails its peer with timed_out after FABRIX_OFI_OP_TIMEOUT_MS
+// (expire_operations in progress.hpp).
 #pragma once
 
 #include <fabrix/capabilities.hpp>
@@ -113,7 +116,7 @@ class domain_impl {
       if (!d_->ring.empty()) return status::ok;
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) return status::timed_out;
-      if (detail::has_watched(*d_)) {  // wake up for the liveness check
+      if (detail::needs_periodic_wakeup(*d_)) {  // wake up for the liveness check / timeout sweep
         left = std::min(left, std::chrono::milliseconds(100));
         d_->polls_since_check |= 63;
       }
@@ -185,6 +188,10 @@ class domain_impl {
   const std::string& last_error() const noexcept { return d_->last_error; }
   // Error entries that named no operation of ours (e.g. a target-side error).
   std::uint64_t stray_errors() const noexcept { return d_->stray_errors; }
+  // The operation timeout in force (FABRIX_OFI_OP_TIMEOUT_MS; 0: none) and
+  // how many operations it has expired.
+  std::chrono::milliseconds op_timeout() const noexcept { return d_->op_timeout; }
+  std::uint64_t expired_operations() const noexcept { return d_->expired_operations; }
 
  private:
   explicit domain_impl(std::unique_ptr<detail::domain_state> d) : d_(std::move(d)) {}

@@ -147,6 +147,7 @@ inline status start(domain_state& d, op_slot* op, int& native) {
   if (ret == 0) {
     op->peer->established = true;
     op->st = slot_state::posted;
+    op->posted_epoch = d.sweep_epoch;
     op->counted = op->c.op != opcode::recv;
     if (op->counted) ++op->peer->inflight;
     return status::ok;
@@ -245,12 +246,8 @@ inline std::size_t read_cq(domain_state& d) {
   return 0;
 }
 
-// Throttled: looks at peers on this node about every 100 ms of polling.
+// Peers on this node whose process is gone fail with ECONNRESET.
 inline void check_liveness(domain_state& d) {
-  if ((++d.polls_since_check & 63) != 0) return;
-  const auto now = std::chrono::steady_clock::now();
-  if (now < d.next_liveness_check) return;
-  d.next_liveness_check = now + std::chrono::milliseconds(100);
   bool drained = false;
   for (peer_state* p : d.peers) {
     if (!p->watched || p->failed || !fabrix::detail::process_gone(p->identity)) continue;
@@ -263,17 +260,74 @@ inline void check_liveness(domain_state& d) {
   }
 }
 
-inline bool has_watched(const domain_state& d) noexcept {
-  for (const peer_state* p : d.peers)
-    if (p->watched && !p->failed) return true;
+// Operations that libfabric might never complete and that fabrix therefore
+// times out: those whose completion needs the target's answer. (A send or
+// recv may wait for its peer's matching call as long as the peer likes.)
+inline bool times_out(opcode op) noexcept {
+  return op == opcode::write || op == opcode::write_with_imm || op == opcode::read || op == opcode::fetch_add ||
+         op == opcode::compare_swap;
+}
+
+// The bounded fallback for operations the provider never completes. shm
+// 1.17's target drops an RMA or atomic whose key or range fails its
+// registration check (smr_progress_cmd_rma / _atomic return before writing
+// the initiator's response), so the initiator's operation never completes
+// and its endpoint's later responses queue behind it. An operation in
+// flight longer than op_timeout therefore fails its peer with timed_out
+// (ETIMEDOUT): the operation, and every other one in flight or parked to
+// that peer, completes with that error, and later posts to it return
+// peer_unreachable. Failing the peer, not just the operation, keeps the
+// ordering promise: a write_with_imm or flush parked behind the lost
+// operation must not go out as if it had been delivered.
+// Cost: one integer store per post; this sweep of the pool runs at most
+// every sweep_period, and only while something is in flight.
+inline void expire_operations(domain_state& d) {
+  ++d.sweep_epoch;
+  bool any = false;
+  for (const peer_state* p : d.peers) any = any || (!p->failed && p->inflight > 0);
+  if (!any) return;
+  // Ages are whole sweeps; an operation posted just before a sweep has age
+  // 1 almost at once, so one sweep is not counted.
+  const auto limit = static_cast<std::uint32_t>(d.op_timeout / domain_state::sweep_period) + 1;
+  for (op_slot* op = d.ops.begin(); op != d.ops.end(); ++op) {
+    if (op->st != slot_state::posted || op->peer == nullptr || op->peer->failed || !times_out(op->c.op)) continue;
+    if (d.sweep_epoch - op->posted_epoch <= limit) continue;
+    ++d.expired_operations;
+    d.last_error = "no completion within " + std::to_string(d.op_timeout.count()) +
+                   " ms (FABRIX_OFI_OP_TIMEOUT_MS): the target dropped the operation or stopped progressing";
+    fail_peer(d, *op->peer, FI_ETIMEDOUT);
+  }
+}
+
+// Throttled: about every 100 ms of polling, the liveness check of peers on
+// this node and the operation timeout sweep.
+inline void periodic_checks(domain_state& d) {
+  if ((++d.polls_since_check & 63) != 0) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (now >= d.next_liveness_check) {
+    d.next_liveness_check = now + std::chrono::milliseconds(100);
+    check_liveness(d);
+  }
+  if (d.op_timeout.count() > 0 && now >= d.next_sweep) {
+    d.next_sweep = now + domain_state::sweep_period;
+    expire_operations(d);
+  }
+}
+
+// Whether wait() must wake up for periodic_checks rather than sleep on the fd.
+inline bool needs_periodic_wakeup(const domain_state& d) noexcept {
+  for (const peer_state* p : d.peers) {
+    if (p->failed) continue;
+    if (p->watched || (d.op_timeout.count() > 0 && p->inflight > 0)) return true;
+  }
   return false;
 }
 
-// One round of progress: the CQ, the liveness check, the parked queues.
+// One round of progress: the CQ, the periodic checks, the parked queues.
 // Returns how many CQ entries it handled.
 inline std::size_t progress(domain_state& d) {
   const std::size_t n = read_cq(d);
-  check_liveness(d);
+  periodic_checks(d);
   for (peer_state* p : d.peers)
     if (!p->parked.empty()) drain(d, *p);
   return n;

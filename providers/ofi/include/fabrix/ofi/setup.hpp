@@ -34,7 +34,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -132,6 +134,29 @@ inline void remove_stale_shm_regions() {
   ::closedir(dir);
 }
 
+// How long an RMA or atomic may stay in flight before it fails its peer with
+// timed_out (see expire_operations in progress.hpp). FABRIX_OFI_OP_TIMEOUT_MS
+// sets it for any provider (0: never); by default only shm has one, 10 s,
+// because shm 1.17 drops a rejected operation without ever completing it.
+// Other providers report their own errors, and a timeout there would only
+// punish a target that is slow to progress.
+inline constexpr long default_shm_op_timeout_ms = 10000;
+
+inline result<std::chrono::milliseconds> op_timeout_for(const char* prov_name) {
+  long ms = std::strcmp(prov_name, "shm") == 0 ? default_shm_op_timeout_ms : 0;
+  if (const char* v = std::getenv("FABRIX_OFI_OP_TIMEOUT_MS"); v && *v) {
+    char* end = nullptr;
+    errno = 0;
+    const long n = std::strtol(v, &end, 10);
+    if (*end != '\0' || errno != 0 || n < 0 || n > 24L * 3600 * 1000)
+      return unexpected(status::invalid_argument,
+                        std::string("FABRIX_OFI_OP_TIMEOUT_MS=") + v + " is not a number of ms in [0, 86400000]",
+                        "ofi");
+    ms = n;
+  }
+  return std::chrono::milliseconds(ms);
+}
+
 // Opens fabric, domain, CQ, AV and endpoint for d.info, and fills the
 // provider facts in `d`.
 inline result<void> open_objects(domain_state& d, std::size_t max_outstanding) {
@@ -175,6 +200,9 @@ inline result<void> open_objects(domain_state& d, std::size_t max_outstanding) {
               fi_query_atomic(d.domain, FI_UINT64, FI_CSWAP, &aa, FI_COMPARE_ATOMIC) == 0;
 
   d.split_imm = std::strcmp(info->fabric_attr->prov_name, "shm") == 0;
+  auto timeout = op_timeout_for(info->fabric_attr->prov_name);
+  if (!timeout) return unexpected(std::move(timeout).error());
+  d.op_timeout = *timeout;
 
   auto mr = register_range(d, d.operands.get(), 2 * max_outstanding * sizeof(std::uint64_t),
                            FI_READ | FI_WRITE | FI_SEND | FI_RECV);

@@ -44,8 +44,9 @@ struct op_slot {
   completion c{};
   peer_state* peer = nullptr;
   slot_state st = slot_state::free;
-  bool counted = false;       // in peer->inflight
-  bool notify_stage = false;  // a split write_with_imm whose data has been delivered
+  bool counted = false;            // in peer->inflight
+  bool notify_stage = false;       // a split write_with_imm whose data has been delivered
+  std::uint32_t posted_epoch = 0;  // domain_state::sweep_epoch when handed to libfabric (timeouts)
   // What to post, kept so that a parked operation can be posted later.
   std::uint32_t iov_count = 0;
   iovec iov[max_iov]{};
@@ -131,6 +132,17 @@ struct domain_state {
   fabrix::detail::process_identity self = fabrix::detail::self_identity();
   std::chrono::steady_clock::time_point next_liveness_check{};
   std::uint32_t polls_since_check = 0;
+
+  // Operations libfabric may never complete (see expire_operations in
+  // progress.hpp): an RMA or atomic still in flight after op_timeout fails
+  // its peer with timed_out. Zero: never. The sweep runs at most every
+  // sweep_period; an operation's age is counted in sweeps, so it never
+  // expires early (it may expire up to one period late).
+  std::chrono::milliseconds op_timeout{0};
+  static constexpr std::chrono::milliseconds sweep_period{100};
+  std::uint32_t sweep_epoch = 0;
+  std::chrono::steady_clock::time_point next_sweep{};
+  std::uint64_t expired_operations = 0;
 
   std::string last_error;          // text of the latest error completion
   std::uint64_t stray_errors = 0;  // error entries with no operation of ours
