@@ -86,6 +86,12 @@ inline ssize_t submit(domain_state& d, op_slot* op) {
       msg.rma_iov_count = 1;
       msg.context = ctx;
       if (op->c.op == opcode::read) return fi_readmsg(d.ep, &msg, FI_COMPLETION);
+      if (notify_only && d.notify_by_message) {  // {imm, length} as a tagged message
+        d.operands[2 * i] = op->c.imm;
+        d.operands[2 * i + 1] = op->c.bytes;
+        return fi_tsend(d.ep, &d.operands[2 * i], 2 * sizeof(std::uint64_t), d.operand_desc, p.addr, notify_tag_bit,
+                        ctx);
+      }
       std::uint64_t flags = FI_COMPLETION | (notify_only ? 0 : FI_DELIVERY_COMPLETE);
       if (op->c.op == opcode::write_with_imm && !data_only) {
         flags |= FI_REMOTE_CQ_DATA;
@@ -145,7 +151,6 @@ inline status start(domain_state& d, op_slot* op, int& native) {
   }
   const ssize_t ret = submit(d, op);
   if (ret == 0) {
-    op->peer->established = true;
     op->st = slot_state::posted;
     op->posted_epoch = d.sweep_epoch;
     op->counted = op->c.op != opcode::recv;
@@ -169,8 +174,44 @@ inline void drain(domain_state& d, peer_state& p) {
   }
 }
 
+// Posts notification receive `i` (notify_by_message). Returns 0 or -FI_E*.
+inline ssize_t post_notify_rx(domain_state& d, std::size_t i) {
+  domain_state::notify_rx& r = d.notify_rxs[i];
+  return fi_trecv(d.ep, r.buf, sizeof(r.buf), fi_mr_desc(d.notify_mr), FI_ADDR_UNSPEC, notify_tag_bit, ~notify_tag_bit,
+                  &r.ctx);
+}
+
+// The notification receive whose context this is, or nullptr.
+inline domain_state::notify_rx* notify_rx_of(domain_state& d, void* context) noexcept {
+  if (!d.notify_rxs) return nullptr;
+  auto* first = &d.notify_rxs[0];
+  const auto at = reinterpret_cast<std::uintptr_t>(context), lo = reinterpret_cast<std::uintptr_t>(first),
+             hi = reinterpret_cast<std::uintptr_t>(first + domain_state::notify_rx_count);
+  return at >= lo && at < hi ? &d.notify_rxs[(at - lo) / sizeof(domain_state::notify_rx)] : nullptr;
+}
+
+// A peer's notification message landed: a remote_write_imm; the receive is
+// posted again at once. (Reposting can only fail if the endpoint is broken;
+// then fewer receives remain and the rest wait as unexpected messages.)
+inline void on_notify_message(domain_state& d, domain_state::notify_rx& r, std::size_t len) {
+  if (len == sizeof(r.buf)) {
+    completion c{};
+    c.op = opcode::remote_write_imm;
+    c.imm = static_cast<std::uint32_t>(r.buf[0]);
+    c.bytes = r.buf[1];
+    d.ring.push(c);
+  } else {
+    ++d.stray_errors;  // not a notification of ours: dropped
+  }
+  (void)post_notify_rx(d, static_cast<std::size_t>(&r - &d.notify_rxs[0]));
+}
+
 // One CQ entry of a finished operation, or a peer's notification.
 inline void on_entry(domain_state& d, const fi_cq_data_entry& e) {
+  if (domain_state::notify_rx* r = notify_rx_of(d, e.op_context)) {
+    on_notify_message(d, *r, e.len);
+    return;
+  }
   if (e.flags & FI_REMOTE_CQ_DATA) {
     completion c{};
     c.op = opcode::remote_write_imm;
@@ -208,6 +249,25 @@ inline void on_entry(domain_state& d, const fi_cq_data_entry& e) {
   finish(d, op, status::ok);
 }
 
+// The status of an error entry for an operation to `p` (null: none). A lost
+// connection shows in several guises, all of which become peer_unreachable:
+// rxm over tcp cancels what was queued on a connection that broke
+// (FI_ECANCELED with prov_errno ENOTCONN) and fails the operation in flight
+// with ENOTCONN/EPIPE/ECONNRESET; verbs reports a retry-exceeded or flushed
+// work request (ibv_wc_status in prov_errno). And a peer on this node whose
+// process is gone is unreachable whatever the entry says. Only error
+// entries pay for these checks.
+inline status error_status(const domain_state& d, const fi_cq_err_entry& err, const peer_state* p) {
+  const status s = to_status(err.err);
+  if (s == status::peer_unreachable || s == status::truncated || s == status::access_denied) return s;
+  if (d.errno_kind == prov_errno_kind::errno_value && to_status(err.prov_errno) == status::peer_unreachable)
+    return status::peer_unreachable;
+  if (d.errno_kind == prov_errno_kind::ibv_wc_status && ibv_status_means_peer_loss(err.prov_errno))
+    return status::peer_unreachable;
+  if (p && p->watched && fabrix::detail::process_gone(p->identity)) return status::peer_unreachable;
+  return s;
+}
+
 inline void on_error(domain_state& d) {
   fi_cq_err_entry err{};
   if (fi_cq_readerr(d.cq, &err, 0) < 0) return;
@@ -219,14 +279,19 @@ inline void on_error(domain_state& d) {
     ++d.stray_errors;
     return;
   }
+  if (domain_state::notify_rx* r = notify_rx_of(d, err.op_context)) {  // a bad notification: dropped
+    ++d.stray_errors;
+    if (err.err != FI_ECANCELED) (void)post_notify_rx(d, static_cast<std::size_t>(r - &d.notify_rxs[0]));
+    return;
+  }
   op_slot* op = slot_of(err.op_context);
   if (op->st == slot_state::abandoned) {
     d.ops.give_back(op);
     return;
   }
-  const status s = to_status(err.err);
-  if (op->c.op == opcode::recv && s == status::truncated) op->c.bytes = err.len;
   peer_state* p = op->peer;
+  const status s = error_status(d, err, p);
+  if (op->c.op == opcode::recv && s == status::truncated) op->c.bytes = err.len;
   finish(d, op, s, -err.err);
   if (p && s == status::peer_unreachable) fail_peer(d, *p, err.err);
 }
