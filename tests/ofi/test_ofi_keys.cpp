@@ -16,7 +16,9 @@
 
 #include <fabrix/ofi.hpp>
 
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 using fabrix::access;
 using fabrix::status;
@@ -100,4 +102,25 @@ TEST_CASE("ofi: a write past the end of a region gets an error completion and wr
 }
 TEST_CASE("ofi: a write before the start of a region gets an error completion and writes nothing") {
   run_case(bad_target::before_the_start);
+}
+
+TEST_CASE("ofi: FABRIX_OFI_OP_TIMEOUT_MS is read strictly") {
+  const char* old = std::getenv("FABRIX_OFI_OP_TIMEOUT_MS");
+  const std::string saved = old ? old : "";
+  for (const char* bad : {"-1", "10ms", "99999999999"}) {
+    ::setenv("FABRIX_OFI_OP_TIMEOUT_MS", bad, 1);
+    auto dom = fabrix::ofi::domain::create(fxt::test_options());
+    CHECK(!dom);
+    if (!dom) CHECK(dom.code() == status::invalid_argument);
+  }
+  ::setenv("FABRIX_OFI_OP_TIMEOUT_MS", "250", 1);
+  {
+    auto dom = fabrix::ofi::domain::create(fxt::test_options());
+    REQUIRE(dom);
+    CHECK(dom->native().op_timeout() == std::chrono::milliseconds(250));
+  }
+  if (old)
+    ::setenv("FABRIX_OFI_OP_TIMEOUT_MS", saved.c_str(), 1);
+  else
+    ::unsetenv("FABRIX_OFI_OP_TIMEOUT_MS");
 }
