@@ -19,7 +19,10 @@
 // Peer failure: libfabric's error completions (connection reset and the
 // like) fail the peer; peers on this node are also watched by process
 // (shared memory never reports a dead peer) every 100 ms of poll()/wait().
-// Either way a dead peer's operations complete with peer_unreachable.
+// Either way a dead peer's operations complete with peer_unreachable. An RMA
+// or atomic that libfabric never completes (shm drops what its target
+// refuses) fails its peer with timed_out after FABRIX_OFI_OP_TIMEOUT_MS
+// (expire_operations in progress.hpp).
 #pragma once
 
 #include <fabrix/capabilities.hpp>
@@ -51,7 +54,7 @@ inline constexpr capabilities ofi_caps{
     .write_with_imm = true,
     .atomics = true,
     .send_recv = true,
-    .gpu = gpu_path::none,  // cuda_device registrations are refused (FI_HMEM: not yet)
+    .gpu = gpu_path::none,  // at compile time; runtime_caps() says direct where the provider has FI_HMEM
     .max_sge = static_cast<std::uint32_t>(detail::max_iov),
     // tcp;ofi_rxm and shm progress data manually: the target must poll or wait.
     .needs_target_progress = true,
@@ -61,27 +64,41 @@ class domain_impl {
  public:
   static result<domain_impl> create(const domain_options& opts) {
     if (opts.max_outstanding == 0) return unexpected(status::invalid_argument, "max_outstanding must be > 0", "ofi");
-    auto info = detail::find_provider(opts);
+    bool hmem = false;
+    auto info = detail::find_provider(opts, hmem);
     if (!info) return unexpected(std::move(info).error());
     auto d = std::make_unique<detail::domain_state>(opts.max_outstanding);
     d->info = *info;
+    d->hmem = hmem;
     std::random_device rd;
-    d->nonce = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+    d->nonce = ((static_cast<std::uint64_t>(rd()) << 32) ^ rd()) & ~detail::notify_tag_bit;
     for (auto& b : d->secret) b = static_cast<std::uint8_t>(rd());
     if (auto r = detail::open_objects(*d, opts.max_outstanding); !r) return unexpected(r.error());
     return domain_impl(std::move(d));
   }
 
   result<region_impl> register_memory(void* addr, std::size_t len, memory_location where, access rights) {
-    if (where.kind != memory_kind::host)
-      return unexpected(status::unsupported, "the libfabric provider cannot register cuda_device memory yet", "ofi");
+    if (where.kind != memory_kind::host && where.kind != memory_kind::cuda_device)
+      return unexpected(status::unsupported, "the libfabric provider registers host and cuda_device memory only",
+                        "ofi");
+    if (where.kind == memory_kind::cuda_device && !d_->hmem)
+      return unexpected(status::unsupported,
+                        std::string("libfabric provider ") + d_->info->fabric_attr->prov_name +
+                            " was opened without FI_HMEM (no CUDA driver here, FABRIX_OFI_HMEM=0, or the provider "
+                            "or this libfabric build lacks it), so it cannot register cuda_device memory",
+                        "ofi");
     std::uint64_t acc = FI_READ | FI_WRITE | FI_SEND | FI_RECV;
     if (allows(rights, access::remote_read)) acc |= FI_REMOTE_READ;
     if (allows(rights, access::remote_write)) acc |= FI_REMOTE_WRITE;
     // libfabric has no separate atomic right: atomics need remote read and write.
     if (allows(rights, access::remote_atomic)) acc |= FI_REMOTE_READ | FI_REMOTE_WRITE;
-    auto mr = detail::register_range(*d_, addr, len, acc);
-    if (!mr) return unexpected(std::move(mr).error());
+    auto mr = detail::register_range(*d_, addr, len, acc, where.kind == memory_kind::cuda_device ? where.device : -1);
+    if (!mr) {
+      if (where.kind != memory_kind::cuda_device) return unexpected(std::move(mr).error());
+      fabrix::error e = std::move(mr).error();  // -FI_ENOSYS (unsupported): libfabric built without CUDA
+      e.message = "FI_HMEM_CUDA registration of device " + std::to_string(where.device) + ": " + e.message;
+      return unexpected(std::move(e));
+    }
 
     remote_buffer rb;
     rb.provider = provider_id::ofi;
@@ -113,7 +130,7 @@ class domain_impl {
       if (!d_->ring.empty()) return status::ok;
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) return status::timed_out;
-      if (detail::has_watched(*d_)) {  // wake up for the liveness check
+      if (detail::needs_periodic_wakeup(*d_)) {  // wake up for the liveness check / timeout sweep
         left = std::min(left, std::chrono::milliseconds(100));
         d_->polls_since_check |= 63;
       }
@@ -164,13 +181,15 @@ class domain_impl {
     c.atomics = d_->atomics;
     c.max_sge = static_cast<std::uint32_t>(d_->iov_limit);
     c.needs_target_progress = d_->manual_progress;
+    c.gpu = d_->hmem ? gpu_path::direct : gpu_path::none;
     return c;
   }
   std::string describe() const {
     const fi_info* i = d_->info;
     return "ofi " + version() + ", provider " + i->fabric_attr->prov_name + ", fabric " + i->fabric_attr->name +
            ", domain " + i->domain_attr->name + ", mr_mode " + detail::mr_mode_names(d_->mr_mode) + ", progress " +
-           (d_->manual_progress ? "manual" : "auto") + (d_->wait_fd >= 0 ? ", wait fd" : ", no wait fd");
+           (d_->manual_progress ? "manual" : "auto") + (d_->wait_fd >= 0 ? ", wait fd" : ", no wait fd") +
+           (d_->hmem ? ", FI_HMEM" : "");
   }
   static std::string version() {
     const std::uint32_t v = fi_version();
@@ -185,6 +204,10 @@ class domain_impl {
   const std::string& last_error() const noexcept { return d_->last_error; }
   // Error entries that named no operation of ours (e.g. a target-side error).
   std::uint64_t stray_errors() const noexcept { return d_->stray_errors; }
+  // The operation timeout in force (FABRIX_OFI_OP_TIMEOUT_MS; 0: none) and
+  // how many operations it has expired.
+  std::chrono::milliseconds op_timeout() const noexcept { return d_->op_timeout; }
+  std::uint64_t expired_operations() const noexcept { return d_->expired_operations; }
 
  private:
   explicit domain_impl(std::unique_ptr<detail::domain_state> d) : d_(std::move(d)) {}

@@ -18,11 +18,13 @@
 // write_with_imm waits one completion round trip for earlier operations, if
 // any are in flight.
 //
-// Back-pressure: -FI_EAGAIN from libfabric is status::again to the caller,
-// except before the first post to a peer has been accepted: rxm and shm
-// set up the connection on first use and say -FI_EAGAIN meanwhile, so those
-// first operations wait in the FIFO and poll() posts them. An empty slot
-// pool (domain_options::max_outstanding) is status::again too.
+// Back-pressure: an operation libfabric refuses with -FI_EAGAIN (rxm and
+// shm still connecting to the peer, a full send queue, rxm reconnecting to
+// a peer that died) waits in the queue pair's FIFO, holding its slot, and
+// poll() posts it; the caller sees status::ok. Only an empty slot pool
+// (domain_options::max_outstanding) is status::again. So the pool bounds
+// what waits, and a dead peer's waiting operations fail with the peer
+// (fail_peer) instead of the caller spinning on again.
 #pragma once
 
 #include <fabrix/detail/validate.hpp>
@@ -96,7 +98,7 @@ inline status post_slot(peer_state& p, op_slot* op) {
   }
   int native = 0;
   const status s = start(d, op, native);
-  if (s == status::again && !p.established && !recv) {  // connecting: post it from poll() once it is up
+  if (s == status::again && !recv) {  // connecting, or the provider's queue is full: poll() posts it
     op->st = slot_state::parked;
     p.parked.push_back(op);
     return status::ok;

@@ -86,6 +86,12 @@ inline ssize_t submit(domain_state& d, op_slot* op) {
       msg.rma_iov_count = 1;
       msg.context = ctx;
       if (op->c.op == opcode::read) return fi_readmsg(d.ep, &msg, FI_COMPLETION);
+      if (notify_only && d.notify_by_message) {  // {imm, length} as a tagged message
+        d.operands[2 * i] = op->c.imm;
+        d.operands[2 * i + 1] = op->c.bytes;
+        return fi_tsend(d.ep, &d.operands[2 * i], 2 * sizeof(std::uint64_t), d.operand_desc, p.addr, notify_tag_bit,
+                        ctx);
+      }
       std::uint64_t flags = FI_COMPLETION | (notify_only ? 0 : FI_DELIVERY_COMPLETE);
       if (op->c.op == opcode::write_with_imm && !data_only) {
         flags |= FI_REMOTE_CQ_DATA;
@@ -145,8 +151,8 @@ inline status start(domain_state& d, op_slot* op, int& native) {
   }
   const ssize_t ret = submit(d, op);
   if (ret == 0) {
-    if (op->c.op != opcode::recv) op->peer->established = true;  // a recv does not connect
     op->st = slot_state::posted;
+    op->posted_epoch = d.sweep_epoch;
     op->counted = op->c.op != opcode::recv;
     if (op->counted) ++op->peer->inflight;
     return status::ok;
@@ -168,8 +174,44 @@ inline void drain(domain_state& d, peer_state& p) {
   }
 }
 
+// Posts notification receive `i` (notify_by_message). Returns 0 or -FI_E*.
+inline ssize_t post_notify_rx(domain_state& d, std::size_t i) {
+  domain_state::notify_rx& r = d.notify_rxs[i];
+  return fi_trecv(d.ep, r.buf, sizeof(r.buf), fi_mr_desc(d.notify_mr), FI_ADDR_UNSPEC, notify_tag_bit, ~notify_tag_bit,
+                  &r.ctx);
+}
+
+// The notification receive whose context this is, or nullptr.
+inline domain_state::notify_rx* notify_rx_of(domain_state& d, void* context) noexcept {
+  if (!d.notify_rxs) return nullptr;
+  auto* first = &d.notify_rxs[0];
+  const auto at = reinterpret_cast<std::uintptr_t>(context), lo = reinterpret_cast<std::uintptr_t>(first),
+             hi = reinterpret_cast<std::uintptr_t>(first + domain_state::notify_rx_count);
+  return at >= lo && at < hi ? &d.notify_rxs[(at - lo) / sizeof(domain_state::notify_rx)] : nullptr;
+}
+
+// A peer's notification message landed: a remote_write_imm; the receive is
+// posted again at once. (Reposting can only fail if the endpoint is broken;
+// then fewer receives remain and the rest wait as unexpected messages.)
+inline void on_notify_message(domain_state& d, domain_state::notify_rx& r, std::size_t len) {
+  if (len == sizeof(r.buf)) {
+    completion c{};
+    c.op = opcode::remote_write_imm;
+    c.imm = static_cast<std::uint32_t>(r.buf[0]);
+    c.bytes = r.buf[1];
+    d.ring.push(c);
+  } else {
+    ++d.stray_errors;  // not a notification of ours: dropped
+  }
+  (void)post_notify_rx(d, static_cast<std::size_t>(&r - &d.notify_rxs[0]));
+}
+
 // One CQ entry of a finished operation, or a peer's notification.
 inline void on_entry(domain_state& d, const fi_cq_data_entry& e) {
+  if (domain_state::notify_rx* r = notify_rx_of(d, e.op_context)) {
+    on_notify_message(d, *r, e.len);
+    return;
+  }
   if (e.flags & FI_REMOTE_CQ_DATA) {
     completion c{};
     c.op = opcode::remote_write_imm;
@@ -207,6 +249,25 @@ inline void on_entry(domain_state& d, const fi_cq_data_entry& e) {
   finish(d, op, status::ok);
 }
 
+// The status of an error entry for an operation to `p` (null: none). A lost
+// connection shows in several guises, all of which become peer_unreachable:
+// rxm over tcp cancels what was queued on a connection that broke
+// (FI_ECANCELED with prov_errno ENOTCONN) and fails the operation in flight
+// with ENOTCONN/EPIPE/ECONNRESET; verbs reports a retry-exceeded or flushed
+// work request (ibv_wc_status in prov_errno). And a peer on this node whose
+// process is gone is unreachable whatever the entry says. Only error
+// entries pay for these checks.
+inline status error_status(const domain_state& d, const fi_cq_err_entry& err, const peer_state* p) {
+  const status s = to_status(err.err);
+  if (s == status::peer_unreachable || s == status::truncated || s == status::access_denied) return s;
+  if (d.errno_kind == prov_errno_kind::errno_value && to_status(err.prov_errno) == status::peer_unreachable)
+    return status::peer_unreachable;
+  if (d.errno_kind == prov_errno_kind::ibv_wc_status && ibv_status_means_peer_loss(err.prov_errno))
+    return status::peer_unreachable;
+  if (p && p->watched && fabrix::detail::process_gone(p->identity)) return status::peer_unreachable;
+  return s;
+}
+
 inline void on_error(domain_state& d) {
   fi_cq_err_entry err{};
   if (fi_cq_readerr(d.cq, &err, 0) < 0) return;
@@ -218,14 +279,19 @@ inline void on_error(domain_state& d) {
     ++d.stray_errors;
     return;
   }
+  if (domain_state::notify_rx* r = notify_rx_of(d, err.op_context)) {  // a bad notification: dropped
+    ++d.stray_errors;
+    if (err.err != FI_ECANCELED) (void)post_notify_rx(d, static_cast<std::size_t>(r - &d.notify_rxs[0]));
+    return;
+  }
   op_slot* op = slot_of(err.op_context);
   if (op->st == slot_state::abandoned) {
     d.ops.give_back(op);
     return;
   }
-  const status s = to_status(err.err);
-  if (op->c.op == opcode::recv && s == status::truncated) op->c.bytes = err.len;
   peer_state* p = op->peer;
+  const status s = error_status(d, err, p);
+  if (op->c.op == opcode::recv && s == status::truncated) op->c.bytes = err.len;
   finish(d, op, s, -err.err);
   if (p && s == status::peer_unreachable) fail_peer(d, *p, err.err);
 }
@@ -245,12 +311,8 @@ inline std::size_t read_cq(domain_state& d) {
   return 0;
 }
 
-// Throttled: looks at peers on this node about every 100 ms of polling.
+// Peers on this node whose process is gone fail with ECONNRESET.
 inline void check_liveness(domain_state& d) {
-  if ((++d.polls_since_check & 63) != 0) return;
-  const auto now = std::chrono::steady_clock::now();
-  if (now < d.next_liveness_check) return;
-  d.next_liveness_check = now + std::chrono::milliseconds(100);
   bool drained = false;
   for (peer_state* p : d.peers) {
     if (!p->watched || p->failed || !fabrix::detail::process_gone(p->identity)) continue;
@@ -263,17 +325,74 @@ inline void check_liveness(domain_state& d) {
   }
 }
 
-inline bool has_watched(const domain_state& d) noexcept {
-  for (const peer_state* p : d.peers)
-    if (p->watched && !p->failed) return true;
+// Operations that libfabric might never complete and that fabrix therefore
+// times out: those whose completion needs the target's answer. (A send or
+// recv may wait for its peer's matching call as long as the peer likes.)
+inline bool times_out(opcode op) noexcept {
+  return op == opcode::write || op == opcode::write_with_imm || op == opcode::read || op == opcode::fetch_add ||
+         op == opcode::compare_swap;
+}
+
+// The bounded fallback for operations the provider never completes. shm
+// 1.17's target drops an RMA or atomic whose key or range fails its
+// registration check (smr_progress_cmd_rma / _atomic return before writing
+// the initiator's response), so the initiator's operation never completes
+// and its endpoint's later responses queue behind it. An operation in
+// flight longer than op_timeout therefore fails its peer with timed_out
+// (ETIMEDOUT): the operation, and every other one in flight or parked to
+// that peer, completes with that error, and later posts to it return
+// peer_unreachable. Failing the peer, not just the operation, keeps the
+// ordering promise: a write_with_imm or flush parked behind the lost
+// operation must not go out as if it had been delivered.
+// Cost: one integer store per post; this sweep of the pool runs at most
+// every sweep_period, and only while something is in flight.
+inline void expire_operations(domain_state& d) {
+  ++d.sweep_epoch;
+  bool any = false;
+  for (const peer_state* p : d.peers) any = any || (!p->failed && p->inflight > 0);
+  if (!any) return;
+  // Ages are whole sweeps; an operation posted just before a sweep has age
+  // 1 almost at once, so one sweep is not counted.
+  const auto limit = static_cast<std::uint32_t>(d.op_timeout / domain_state::sweep_period) + 1;
+  for (op_slot* op = d.ops.begin(); op != d.ops.end(); ++op) {
+    if (op->st != slot_state::posted || op->peer == nullptr || op->peer->failed || !times_out(op->c.op)) continue;
+    if (d.sweep_epoch - op->posted_epoch <= limit) continue;
+    ++d.expired_operations;
+    d.last_error = "no completion within " + std::to_string(d.op_timeout.count()) +
+                   " ms (FABRIX_OFI_OP_TIMEOUT_MS): the target dropped the operation or stopped progressing";
+    fail_peer(d, *op->peer, FI_ETIMEDOUT);
+  }
+}
+
+// Throttled: about every 100 ms of polling, the liveness check of peers on
+// this node and the operation timeout sweep.
+inline void periodic_checks(domain_state& d) {
+  if ((++d.polls_since_check & 63) != 0) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (now >= d.next_liveness_check) {
+    d.next_liveness_check = now + std::chrono::milliseconds(100);
+    check_liveness(d);
+  }
+  if (d.op_timeout.count() > 0 && now >= d.next_sweep) {
+    d.next_sweep = now + domain_state::sweep_period;
+    expire_operations(d);
+  }
+}
+
+// Whether wait() must wake up for periodic_checks rather than sleep on the fd.
+inline bool needs_periodic_wakeup(const domain_state& d) noexcept {
+  for (const peer_state* p : d.peers) {
+    if (p->failed) continue;
+    if (p->watched || (d.op_timeout.count() > 0 && p->inflight > 0)) return true;
+  }
   return false;
 }
 
-// One round of progress: the CQ, the liveness check, the parked queues.
+// One round of progress: the CQ, the periodic checks, the parked queues.
 // Returns how many CQ entries it handled.
 inline std::size_t progress(domain_state& d) {
   const std::size_t n = read_cq(d);
-  check_liveness(d);
+  periodic_checks(d);
   for (peer_state* p : d.peers)
     if (!p->parked.empty()) drain(d, *p);
   return n;

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <fabrix/domain_options.hpp>
+#include <fabrix/ofi/progress.hpp>
 #include <fabrix/ofi/state.hpp>
 #include <fabrix/ofi/status.hpp>
 
@@ -27,6 +28,7 @@
 #include <rdma/fi_eq.h>
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -34,7 +36,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -50,19 +54,47 @@ inline char* dup_string(const std::string& s) {
   return p;
 }
 
-inline result<fi_info*> find_provider(const domain_options& opts) {
+// Whether to ask libfabric for FI_HMEM (CUDA device memory registered
+// natively). FABRIX_OFI_HMEM=0 never, =1 always; unset: only where a CUDA
+// driver (libcuda.so.1) can be loaded — on a machine without one, asking
+// would only narrow the choice (shm's FI_HMEM variant has no atomics).
+inline bool want_hmem() {
+  if (const char* v = std::getenv("FABRIX_OFI_HMEM"); v && *v) return std::strcmp(v, "0") != 0;
+  void* h = ::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (h == nullptr) return false;
+  ::dlclose(h);
+  return true;
+}
+
+// The first FI_EP_RDM provider libfabric offers for fabrix's needs, with
+// FI_HMEM (and FI_MR_HMEM handled) when `hmem`. Null info: none.
+inline int query_provider(const domain_options& opts, bool hmem, fi_info** info) {
   fi_info* hints = fi_allocinfo();
-  if (!hints) return unexpected(status::no_memory, "fi_allocinfo", "ofi");
-  hints->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC;
+  if (!hints) return -FI_ENOMEM;
+  hints->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | (hmem ? FI_HMEM : 0);
   hints->mode = FI_CONTEXT | FI_CONTEXT2;
   hints->ep_attr->type = FI_EP_RDM;
-  hints->domain_attr->mr_mode = static_cast<int>(handled_mr_mode);
+  hints->domain_attr->mr_mode = static_cast<int>(handled_mr_mode | (hmem ? FI_MR_HMEM : 0));
   hints->domain_attr->threading = FI_THREAD_DOMAIN;
   if (!opts.transport.empty()) hints->fabric_attr->prov_name = dup_string(opts.transport);
   if (!opts.device.empty()) hints->domain_attr->name = dup_string(opts.device);
-  fi_info* info = nullptr;
-  const int ret = fi_getinfo(api_version, nullptr, nullptr, 0, hints, &info);
+  const int ret = fi_getinfo(api_version, nullptr, nullptr, 0, hints, info);
   fi_freeinfo(hints);
+  return ret;
+}
+
+// `hmem` says whether the chosen provider registers CUDA memory (FI_HMEM).
+inline result<fi_info*> find_provider(const domain_options& opts, bool& hmem) {
+  fi_info* info = nullptr;
+  hmem = false;
+  if (want_hmem() && query_provider(opts, true, &info) == 0 && info != nullptr) {
+    hmem = (info->caps & FI_HMEM) != 0;
+  } else {
+    if (info) fi_freeinfo(info);
+    info = nullptr;
+  }
+  const int ret = info ? 0 : query_provider(opts, false, &info);
+  if (ret == -FI_ENOMEM) return unexpected(status::no_memory, "fi_allocinfo", "ofi");
   if (ret != 0 || info == nullptr) {
     const std::string what = opts.transport.empty() ? std::string("any provider") : "provider '" + opts.transport + "'";
     return fail(ret != 0 ? ret : -FI_ENODATA,
@@ -77,14 +109,17 @@ inline result<fi_info*> find_provider(const domain_options& opts) {
 
 // Registers [addr, addr+len) with `access`, honouring the provider's mode
 // bits (requested keys unless FI_MR_PROV_KEY; bind + enable under FI_MR_ENDPOINT).
-inline result<fid_mr*> register_range(domain_state& d, void* addr, std::size_t len, std::uint64_t access) {
+// `cuda_device` >= 0: the range is memory of that CUDA device (FI_HMEM_CUDA).
+inline result<fid_mr*> register_range(domain_state& d, void* addr, std::size_t len, std::uint64_t access,
+                                      int cuda_device = -1) {
   iovec iov{addr, len};
   fi_mr_attr attr{};
   attr.mr_iov = &iov;
   attr.iov_count = 1;
   attr.access = access;
   attr.requested_key = (d.mr_mode & FI_MR_PROV_KEY) ? 0 : d.next_key++;
-  attr.iface = FI_HMEM_SYSTEM;
+  attr.iface = cuda_device >= 0 ? FI_HMEM_CUDA : FI_HMEM_SYSTEM;
+  if (cuda_device >= 0) attr.device.cuda = cuda_device;
   fid_mr* mr = nullptr;
   if (int ret = fi_mr_regattr(d.domain, &attr, 0, &mr); ret != 0) return fail(ret, "fi_mr_regattr");
   if (d.mr_mode & FI_MR_ENDPOINT) {
@@ -132,6 +167,29 @@ inline void remove_stale_shm_regions() {
   ::closedir(dir);
 }
 
+// How long an RMA or atomic may stay in flight before it fails its peer with
+// timed_out (see expire_operations in progress.hpp). FABRIX_OFI_OP_TIMEOUT_MS
+// sets it for any provider (0: never); by default only shm has one, 10 s,
+// because shm 1.17 drops a rejected operation without ever completing it.
+// Other providers report their own errors, and a timeout there would only
+// punish a target that is slow to progress.
+inline constexpr long default_shm_op_timeout_ms = 10000;
+
+inline result<std::chrono::milliseconds> op_timeout_for(const char* prov_name) {
+  long ms = std::strcmp(prov_name, "shm") == 0 ? default_shm_op_timeout_ms : 0;
+  if (const char* v = std::getenv("FABRIX_OFI_OP_TIMEOUT_MS"); v && *v) {
+    char* end = nullptr;
+    errno = 0;
+    const long n = std::strtol(v, &end, 10);
+    if (*end != '\0' || errno != 0 || n < 0 || n > 24L * 3600 * 1000)
+      return unexpected(status::invalid_argument,
+                        std::string("FABRIX_OFI_OP_TIMEOUT_MS=") + v + " is not a number of ms in [0, 86400000]",
+                        "ofi");
+    ms = n;
+  }
+  return std::chrono::milliseconds(ms);
+}
+
 // Opens fabric, domain, CQ, AV and endpoint for d.info, and fills the
 // provider facts in `d`.
 inline result<void> open_objects(domain_state& d, std::size_t max_outstanding) {
@@ -174,13 +232,30 @@ inline result<void> open_objects(domain_state& d, std::size_t max_outstanding) {
   d.atomics = fi_query_atomic(d.domain, FI_UINT64, FI_SUM, &aa, FI_FETCH_ATOMIC) == 0 &&
               fi_query_atomic(d.domain, FI_UINT64, FI_CSWAP, &aa, FI_COMPARE_ATOMIC) == 0;
 
-  d.split_imm = std::strcmp(info->fabric_attr->prov_name, "shm") == 0;
+  // FABRIX_OFI_NOTIFY_BY_MESSAGE=1 forces the message path where CQ data
+  // would do (so that tests exercise it on any provider).
+  const char* by_message = std::getenv("FABRIX_OFI_NOTIFY_BY_MESSAGE");
+  d.notify_by_message = !d.cq_data_carries_length || (by_message && std::strcmp(by_message, "1") == 0);
+  d.split_imm = d.notify_by_message || std::strcmp(info->fabric_attr->prov_name, "shm") == 0;
+  d.errno_kind = prov_errno_kind_of(info->fabric_attr->prov_name);
+  auto timeout = op_timeout_for(info->fabric_attr->prov_name);
+  if (!timeout) return unexpected(std::move(timeout).error());
+  d.op_timeout = *timeout;
 
   auto mr = register_range(d, d.operands.get(), 2 * max_outstanding * sizeof(std::uint64_t),
                            FI_READ | FI_WRITE | FI_SEND | FI_RECV);
   if (!mr) return unexpected(std::move(mr).error());
   d.operand_mr = *mr;
   d.operand_desc = fi_mr_desc(d.operand_mr);
+  if (d.notify_by_message) {
+    d.notify_rxs = std::make_unique<domain_state::notify_rx[]>(domain_state::notify_rx_count);
+    auto nmr =
+        register_range(d, d.notify_rxs.get(), domain_state::notify_rx_count * sizeof(domain_state::notify_rx), FI_RECV);
+    if (!nmr) return unexpected(std::move(nmr).error());
+    d.notify_mr = *nmr;
+    for (std::size_t i = 0; i < domain_state::notify_rx_count; ++i)
+      if (ssize_t ret = post_notify_rx(d, i); ret != 0) return fail(ret, "fi_trecv (notification receives)");
+  }
   if (d.iov_limit >= 2) {
     auto dmr = register_range(d, d.discard.get(), domain_state::discard_size, FI_RECV);
     if (!dmr) return unexpected(std::move(dmr).error());

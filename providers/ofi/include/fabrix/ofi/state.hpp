@@ -10,6 +10,7 @@
 #include <fabrix/detail/siphash.hpp>
 #include <fabrix/detail/slot_pool.hpp>
 #include <fabrix/ofi/key.hpp>
+#include <fabrix/ofi/status.hpp>
 #include <fabrix/remote_buffer.hpp>
 
 #include <rdma/fabric.h>
@@ -44,8 +45,9 @@ struct op_slot {
   completion c{};
   peer_state* peer = nullptr;
   slot_state st = slot_state::free;
-  bool counted = false;       // in peer->inflight
-  bool notify_stage = false;  // a split write_with_imm whose data has been delivered
+  bool counted = false;            // in peer->inflight
+  bool notify_stage = false;       // a split write_with_imm whose data has been delivered
+  std::uint32_t posted_epoch = 0;  // domain_state::sweep_epoch when handed to libfabric (timeouts)
   // What to post, kept so that a parked operation can be posted later.
   std::uint32_t iov_count = 0;
   iovec iov[max_iov]{};
@@ -58,6 +60,10 @@ struct op_slot {
 static_assert(std::is_standard_layout_v<op_slot>, "op_slot's address must be its ctx's address");
 
 inline op_slot* slot_of(void* context) noexcept { return reinterpret_cast<op_slot*>(context); }
+
+// Tags: a user send carries the sending domain's nonce, whose top bit is
+// always clear; a notification message carries only the top bit.
+inline constexpr std::uint64_t notify_tag_bit = std::uint64_t{1} << 63;
 
 // Intrusive FIFO of slots (no allocation).
 struct op_list {
@@ -97,6 +103,7 @@ struct domain_state {
   fid_ep* ep = nullptr;
   int wait_fd = -1;  // the CQ's FI_WAIT_FD, or -1 (wait() then sleeps in short slices)
   std::uint64_t mr_mode = 0;
+  bool hmem = false;  // the provider has FI_HMEM: cuda_device memory registers as FI_HMEM_CUDA
   bool manual_progress = true;
   bool atomics = false;                 // FI_UINT64 FI_SUM (fetch) and FI_CSWAP are valid
   std::size_t iov_limit = 1;            // local slices per write/read/send
@@ -105,6 +112,12 @@ struct domain_state {
   // zero-length write carrying the value. shm 1.17 never completes a write
   // that has both FI_REMOTE_CQ_DATA and FI_DELIVERY_COMPLETE.
   bool split_imm = false;
+  // write_with_imm's notification goes as a tagged message {imm, length}
+  // after its data is delivered, instead of as CQ data: for providers whose
+  // CQ data cannot carry the length (cq_data_size < 8, e.g. verbs;ofi_rxm,
+  // whose remote-write entries report len 0 in 1.17). Implies split_imm.
+  bool notify_by_message = false;
+  prov_errno_kind errno_kind = prov_errno_kind::unknown;  // how to read error entries' prov_errno
 
   std::uint64_t nonce = 0;            // random: names this domain in remote_buffers and tags its sends
   fabrix::detail::seal_key secret{};  // random: seals our remote_buffers; given to connected peers
@@ -127,10 +140,33 @@ struct domain_state {
   std::unique_ptr<std::byte[]> discard = std::make_unique<std::byte[]>(discard_size);
   fid_mr* discard_mr = nullptr;
 
+  // Receives for notifications sent as messages (notify_by_message): tag
+  // notify_tag_bit, any sender. Reposted as soon as each one is handled;
+  // more than notify_rx_count arriving at once wait in libfabric's
+  // unexpected-message queue. Buffers registered once (notify_mr).
+  struct notify_rx {
+    fi_context2 ctx{};
+    std::uint64_t buf[2]{};  // imm, length
+  };
+  static constexpr std::size_t notify_rx_count = 64;
+  std::unique_ptr<notify_rx[]> notify_rxs;
+  fid_mr* notify_mr = nullptr;
+
   std::vector<peer_state*> peers;  // connected endpoints (for liveness and parked queues)
   fabrix::detail::process_identity self = fabrix::detail::self_identity();
   std::chrono::steady_clock::time_point next_liveness_check{};
   std::uint32_t polls_since_check = 0;
+
+  // Operations libfabric may never complete (see expire_operations in
+  // progress.hpp): an RMA or atomic still in flight after op_timeout fails
+  // its peer with timed_out. Zero: never. The sweep runs at most every
+  // sweep_period; an operation's age is counted in sweeps, so it never
+  // expires early (it may expire up to one period late).
+  std::chrono::milliseconds op_timeout{0};
+  static constexpr std::chrono::milliseconds sweep_period{100};
+  std::uint32_t sweep_epoch = 0;
+  std::chrono::steady_clock::time_point next_sweep{};
+  std::uint64_t expired_operations = 0;
 
   std::string last_error;          // text of the latest error completion
   std::uint64_t stray_errors = 0;  // error entries with no operation of ours
@@ -141,6 +177,7 @@ struct domain_state {
   domain_state(const domain_state&) = delete;
   domain_state& operator=(const domain_state&) = delete;
   ~domain_state() {
+    if (notify_mr) fi_close(&notify_mr->fid);
     if (discard_mr) fi_close(&discard_mr->fid);
     if (operand_mr) fi_close(&operand_mr->fid);
     if (ep) fi_close(&ep->fid);
@@ -168,7 +205,6 @@ struct peer_state {
   fabrix::detail::process_identity identity;
   bool watched = false;  // on this node: fabrix checks the process itself
   bool failed = false;
-  bool established = false;    // libfabric has accepted a post to this peer (rxm and shm connect on first use)
   int failure = 0;             // FI_E* (positive) that failed it
   std::uint32_t inflight = 0;  // posted, not yet completed (recvs excluded)
   op_list parked;

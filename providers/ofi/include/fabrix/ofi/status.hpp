@@ -8,8 +8,10 @@
 #include <rdma/fi_errno.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 
 namespace fabrix::ofi::detail {
 
@@ -46,6 +48,26 @@ inline status to_status(long code) noexcept {
     case ERANGE: return status::out_of_range;
     default: return status::provider_error;
   }
+}
+
+// What an error entry's prov_errno holds, per libfabric provider: an errno
+// (tcp, rxm over tcp, sockets, udp, shm), an ibv_wc_status (verbs, and rxm
+// over verbs, which passes its verbs entry on), or something we don't read.
+enum class prov_errno_kind : std::uint8_t { unknown, errno_value, ibv_wc_status };
+
+inline prov_errno_kind prov_errno_kind_of(std::string_view prov_name) noexcept {
+  if (prov_name.find("verbs") != std::string_view::npos) return prov_errno_kind::ibv_wc_status;
+  for (std::string_view p : {"tcp", "sockets", "udp", "shm"})
+    if (prov_name.find(p) != std::string_view::npos) return prov_errno_kind::errno_value;
+  return prov_errno_kind::unknown;
+}
+
+// ibv_wc_status values (infiniband/verbs.h, stable ABI) that mean the peer
+// or the connection to it is gone: WR_FLUSH_ERR (5: the QP already failed),
+// RETRY_EXC_ERR (12), RNR_RETRY_EXC_ERR (13), REM_ABORT_ERR (16),
+// RESP_TIMEOUT_ERR (20).
+inline bool ibv_status_means_peer_loss(int wc_status) noexcept {
+  return wc_status == 5 || wc_status == 12 || wc_status == 13 || wc_status == 16 || wc_status == 20;
 }
 
 inline unexpected fail(long code, const std::string& what) {
