@@ -29,20 +29,14 @@ requires std::is_trivially_copyable_v<T> result<void> allgather(communicator<P>&
     k.copy(out.data() + mine, in.data(), in.size_bytes());
     if (c.size() == 1) return {};
     const int n = c.size();
-    const detail::ring_schedule s(n, c.rank(), 0, static_cast<std::size_t>(n) - 1, c.opts().slots / 2,
-                                  c.opts().chunk_bytes / sizeof(T), count, detail::ring_schedule::layout::blocks,
-                                  sizeof(T));
-    return detail::run_ring(
-        c, k, s, sizeof(T),
-        [&](std::size_t m, std::byte* slot) {
-          const auto [f, l] = s.send_range(m);
-          k.copy(slot, out.data() + f, (l - f) * sizeof(T));
-        },
-        [&](std::size_t m, const std::byte* data, std::byte*) {
-          const auto [f, l] = s.recv_range(m);
-          k.copy(out.data() + f, data, (l - f) * sizeof(T));
-          return true;  // passed on as it is
-        });
+    const auto s =
+        detail::schedule_for<T>(c, 0, static_cast<std::size_t>(n) - 1, count, detail::ring_schedule::layout::blocks);
+    return detail::run_ring(c, k, s, sizeof(T), detail::copy_send_range(s, k, static_cast<const T*>(out.data())),
+                            [&](std::size_t m, const std::byte* data, std::byte*) {
+                              const auto [f, l] = s.recv_range(m);
+                              k.copy(out.data() + f, data, (l - f) * sizeof(T));
+                              return true;  // passed on as it is
+                            });
   });
 }
 

@@ -75,31 +75,25 @@ result<void> allreduce_direct(communicator<P>& c, K& k, std::span<const T> in, s
 template <provider P, element T, class K>
 result<void> allreduce_ring(communicator<P>& c, K& k, std::span<const T> in, std::span<T> out, reduce_op op) {
   const int n = c.size();
-  const ring_schedule s(n, c.rank(), 0, 2 * static_cast<std::size_t>(n) - 2, c.opts().slots / 2,
-                        c.opts().chunk_bytes / sizeof(T), in.size(), ring_schedule::layout::vector, sizeof(T));
+  const auto s = schedule_for<T>(c, 0, 2 * static_cast<std::size_t>(n) - 2, in.size(), ring_schedule::layout::vector);
   const std::size_t last_reduce = static_cast<std::size_t>(n) - 2;
-  return run_ring(
-      c, k, s, sizeof(T),
-      [&](std::size_t m, std::byte* slot) {
-        const auto [f, l] = s.send_range(m);
-        k.copy(slot, in.data() + f, (l - f) * sizeof(T));
-      },
-      [&](std::size_t m, const std::byte* data, std::byte* next) {
-        const auto [f, l] = s.recv_range(m);
-        const std::size_t g = s.step(m);
-        const T* got = reinterpret_cast<const T*>(data);
-        if (g < last_reduce) {
-          k.combine(reinterpret_cast<T*>(next), got, in.data() + f, l - f, op);
-          return false;
-        }
-        if (g == last_reduce) {
-          k.combine(out.data() + f, got, in.data() + f, l - f, op);
-          k.copy(next, out.data() + f, (l - f) * sizeof(T));
-          return false;
-        }
-        k.copy(out.data() + f, data, (l - f) * sizeof(T));
-        return true;  // allgather steps pass the reduced segment on as it is
-      });
+  return run_ring(c, k, s, sizeof(T), copy_send_range(s, k, in.data()),
+                  [&](std::size_t m, const std::byte* data, std::byte* next) {
+                    const auto [f, l] = s.recv_range(m);
+                    const std::size_t g = s.step(m);
+                    const T* got = reinterpret_cast<const T*>(data);
+                    if (g < last_reduce) {
+                      k.combine(reinterpret_cast<T*>(next), got, in.data() + f, l - f, op);
+                      return false;
+                    }
+                    if (g == last_reduce) {
+                      k.combine(out.data() + f, got, in.data() + f, l - f, op);
+                      k.copy(next, out.data() + f, (l - f) * sizeof(T));
+                      return false;
+                    }
+                    k.copy(out.data() + f, data, (l - f) * sizeof(T));
+                    return true;  // allgather steps pass the reduced segment on as it is
+                  });
 }
 
 }  // namespace detail

@@ -27,21 +27,16 @@ result<void> reduce_scatter(communicator<P>& c, std::span<const T> in, std::span
     }
     const int n = c.size();
     const std::size_t mine = static_cast<std::size_t>(c.rank()) * count;
-    const detail::ring_schedule s(n, c.rank(), 1, static_cast<std::size_t>(n) - 1, c.opts().slots / 2,
-                                  c.opts().chunk_bytes / sizeof(T), count, detail::ring_schedule::layout::blocks,
-                                  sizeof(T));
-    return detail::run_ring(
-        c, k, s, sizeof(T),
-        [&](std::size_t m, std::byte* slot) {
-          const auto [f, l] = s.send_range(m);
-          k.copy(slot, in.data() + f, (l - f) * sizeof(T));
-        },
-        [&](std::size_t m, const std::byte* data, std::byte* next) {
-          const auto [f, l] = s.recv_range(m);
-          const T* got = reinterpret_cast<const T*>(data);
-          k.combine(next ? reinterpret_cast<T*>(next) : out.data() + (f - mine), got, in.data() + f, l - f, op);
-          return false;
-        });
+    const auto s =
+        detail::schedule_for<T>(c, 1, static_cast<std::size_t>(n) - 1, count, detail::ring_schedule::layout::blocks);
+    return detail::run_ring(c, k, s, sizeof(T), detail::copy_send_range(s, k, in.data()),
+                            [&](std::size_t m, const std::byte* data, std::byte* next) {
+                              const auto [f, l] = s.recv_range(m);
+                              const T* got = reinterpret_cast<const T*>(data);
+                              k.combine(next ? reinterpret_cast<T*>(next) : out.data() + (f - mine), got, in.data() + f,
+                                        l - f, op);
+                              return false;
+                            });
   });
 }
 

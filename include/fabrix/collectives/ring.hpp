@@ -97,6 +97,26 @@ struct ring_schedule {
   }
 };
 
+// The schedule of a ring collective on `c` over `count` elements of T:
+// `steps` steps, segments shifted by `shift_by`, pipelined over the
+// communicator's slots (slots/2 chunks in flight) and chunk size.
+template <class T, provider P>
+ring_schedule schedule_for(const communicator<P>& c, int shift_by, std::size_t steps, std::size_t count,
+                           ring_schedule::layout l) {
+  return ring_schedule(c.size(), c.rank(), shift_by, steps, c.opts().slots / 2, c.opts().chunk_bytes / sizeof(T), count,
+                       l, sizeof(T));
+}
+
+// run_ring's producer for messages built from local data: copies message
+// m's send range of `src` into its send slot. `s` and `k` must outlive it.
+template <class T, class K>
+auto copy_send_range(const ring_schedule& s, K& k, const T* src) {
+  return [&s, &k, src](std::size_t m, std::byte* slot) {
+    const auto [f, l] = s.send_range(m);
+    k.copy(slot, src + f, (l - f) * sizeof(T));
+  };
+}
+
 // Runs the schedule on `c`, elements of `elem_size` bytes, with the kernel
 // set `k` (local_kernels.hpp): produce and absorb enqueue their work on it,
 // and the ring waits for it (k.ready()) before it posts a filled send slot
