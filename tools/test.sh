@@ -10,6 +10,8 @@ cd "$(dirname "$0")/.."
 bash tools/deps.sh
 
 jobs=$(nproc)
+started=$SECONDS
+phase() { echo "== test.sh $((SECONDS - started))s: $*"; }  # so a slow CI run shows where its time went
 summary() {  # counts from meson's JSON test log
   python3 - "$@" <<'PY'
 import json, sys
@@ -26,10 +28,12 @@ PY
 git ls-files '*.cpp' '*.hpp' | xargs clang-format --dry-run --Werror
 echo "clang-format: clean"
 
+phase "build"
 rm -rf build-ci build-ci-asan build-ci-tsan
 meson setup build-ci -Dwerror=true -Dbuildtype=debugoptimized >/dev/null
 ninja -C build-ci -j "$jobs"
 status=0
+phase "tests"
 meson test -C build-ci --print-errorlogs --num-processes "$jobs" || status=1
 
 # The executables behind the tests of the given suites (ninja targets,
@@ -56,6 +60,7 @@ sanitized_suites=(unit fuzz ucx ofi staging)
 suite_args=()
 for s in "${sanitized_suites[@]}"; do suite_args+=(--suite "$s"); done
 
+phase "ASan+UBSan build and tests"
 meson setup build-ci-asan -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false -Dcuda=disabled \
   -Dexamples=false -Dperf=false >/dev/null
 mapfile -t asan_targets < <(targets_for_suites build-ci-asan "${sanitized_suites[@]}")
@@ -67,6 +72,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print
 # TSan: UCX's own malloc/mmap hooks clash with TSan's interceptors (the
 # ranks crash with SIGSEGV), so they are turned off for this run. The fuzz
 # suite is left to ASan (TSan adds nothing to single-threaded decoders).
+phase "TSan build and tests"
 meson setup build-ci-tsan -Dwerror=true -Db_sanitize=thread -Db_lundef=false -Dcuda=disabled -Dexamples=false \
   -Dperf=false >/dev/null
 mapfile -t tsan_targets < <(targets_for_suites build-ci-tsan unit ucx ofi staging)
@@ -75,7 +81,9 @@ UCX_MEM_EVENTS=no UCX_MEM_MALLOC_HOOKS=no TSAN_OPTIONS=halt_on_error=1 \
   meson test -C build-ci-tsan --no-rebuild --print-errorlogs --num-processes "$jobs" --suite unit --suite ucx \
   --suite ofi --suite staging || status=1
 
+phase "libFuzzer"
 bash tools/fuzz.sh 20 || status=1
+phase "done"
 
 summary build-ci/meson-logs/testlog.json build-ci-asan/meson-logs/testlog.json build-ci-tsan/meson-logs/testlog.json
 exit "$status"
