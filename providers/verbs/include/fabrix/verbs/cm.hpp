@@ -230,15 +230,7 @@ inline void cm_disconnected(domain_state& d, peer_state& p) {
     p.failure_text = "queue pair failed: the peer disconnected (RDMA_CM_EVENT_DISCONNECTED)";
   }
   if (p.qp) to_error(p.qp);
-  while (p.recv_tail != p.recv_head) {
-    const recv_wanted w = p.recvs[p.recv_tail++ % p.recv_capacity];
-    completion c{};
-    c.token = w.token;
-    c.flags = w.flags;
-    c.op = opcode::recv;
-    c.status = status::peer_unreachable;
-    d.ring.push(c);
-  }
+  fail_waiting_recvs(d, p, status::peer_unreachable);
 }
 
 inline std::uint8_t depth(std::uint32_t v) noexcept {

@@ -71,15 +71,7 @@ class endpoint_impl {
         d.credits.give(p.ring.in_flight());
       }
     }
-    while (p.recv_tail != p.recv_head) {
-      const detail::recv_wanted w = p.recvs[p.recv_tail++ % p.recv_capacity];
-      completion c{};
-      c.token = w.token;
-      c.flags = w.flags;
-      c.op = opcode::recv;
-      c.status = status::canceled;
-      d.ring.push(c);
-    }
+    detail::fail_waiting_recvs(d, p, status::canceled);
     detail::forget_peer(d, p);
     detail::destroy_peer_resources(p);
     p_.reset();

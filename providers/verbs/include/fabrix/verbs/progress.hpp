@@ -119,6 +119,20 @@ inline void deliver_message(peer_state& p, const std::byte* data, std::uint64_t 
   d.ring.push(c);
 }
 
+// Completes every recv() still waiting on `p` with `s` (in post order): the
+// queue pair will deliver no more messages.
+inline void fail_waiting_recvs(domain_state& d, peer_state& p, status s) {
+  while (p.recv_tail != p.recv_head) {
+    const recv_wanted w = p.recvs[p.recv_tail++ % p.recv_capacity];
+    completion c{};
+    c.token = w.token;
+    c.flags = w.flags;
+    c.op = opcode::recv;
+    c.status = s;
+    d.ring.push(c);
+  }
+}
+
 inline void mark_failed(peer_state& p, ibv_wc_status s) {
   if (p.failed) return;
   p.failed = true;
