@@ -35,7 +35,7 @@ requires std::is_trivially_copyable_v<T> result<void> allgather(communicator<P>&
                             [&](std::size_t m, const std::byte* data, std::byte*) {
                               const auto [f, l] = s.recv_range(m);
                               k.copy(out.data() + f, data, (l - f) * sizeof(T));
-                              return true;  // passed on as it is
+                              return detail::absorbed{.as_is = true};  // passed on as it is
                             });
   });
 }

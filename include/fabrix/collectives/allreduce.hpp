@@ -8,6 +8,7 @@
 #include <fabrix/collectives/local_kernels.hpp>
 #include <fabrix/collectives/reduce.hpp>
 #include <fabrix/collectives/ring.hpp>
+#include <fabrix/collectives/zero_copy.hpp>
 
 #include <algorithm>
 #include <span>
@@ -53,11 +54,7 @@ result<void> allreduce_direct(communicator<P>& c, K& k, std::span<const T> in, s
         moved = true;
       }
     }
-    if (moved) {
-      c.progress();
-    } else if (auto r = c.idle(until); !r) {
-      return r;
-    }
+    if (auto r = c.advance(moved, until); !r) return r;
   }
   auto input = [&](int r) {
     std::size_t got = 0;
@@ -71,29 +68,51 @@ result<void> allreduce_direct(communicator<P>& c, K& k, std::span<const T> in, s
   return c.finish(until);
 }
 
-// The ring: reduce-scatter then allgather (ring.hpp).
+// The ring: reduce-scatter then allgather (ring.hpp). With registered
+// buffers (zero_copy.hpp) chunks go out from `in` and `out` themselves,
+// partial sums are formed in `out`, and the allgather half lands straight
+// in the right neighbour's `out`; otherwise every chunk is copied through
+// the slots.
 template <provider P, element T, class K>
 result<void> allreduce_ring(communicator<P>& c, K& k, std::span<const T> in, std::span<T> out, reduce_op op) {
   const int n = c.size();
   const auto s = schedule_for<T>(c, 0, 2 * static_cast<std::size_t>(n) - 2, in.size(), ring_schedule::layout::vector);
   const std::size_t last_reduce = static_cast<std::size_t>(n) - 2;
-  return run_ring(c, k, s, sizeof(T), copy_send_range(s, k, in.data()),
-                  [&](std::size_t m, const std::byte* data, std::byte* next) {
-                    const auto [f, l] = s.recv_range(m);
-                    const std::size_t g = s.step(m);
-                    const T* got = reinterpret_cast<const T*>(data);
-                    if (g < last_reduce) {
-                      k.combine(reinterpret_cast<T*>(next), got, in.data() + f, l - f, op);
-                      return false;
-                    }
-                    if (g == last_reduce) {
-                      k.combine(out.data() + f, got, in.data() + f, l - f, op);
-                      k.copy(next, out.data() + f, (l - f) * sizeof(T));
-                      return false;
-                    }
-                    k.copy(out.data() + f, data, (l - f) * sizeof(T));
-                    return true;  // allgather steps pass the reduced segment on as it is
-                  });
+  zero_copy_io<P> io;  // nothing registered: the slots throughout
+  if (zero_copy_applies(c, in.size_bytes()))
+    if (auto r = prepare_zero_copy(c, io, in.data(), out.data(), in.size_bytes(), sizeof(T)); !r) return r;
+  const bool lands_in_out = io.out != nullptr;  // the left neighbour writes the allgather half into `out`
+  auto produce = [&](std::size_t m, std::byte* slot) {
+    if (io.in == nullptr) return copy_send_range(s, k, in.data())(m, slot);
+    const auto [f, l] = s.send_range(m);
+    return chunk_route{.from = io.input(f, l), .to = std::nullopt};
+  };
+  return run_ring(c, k, s, sizeof(T), produce, [&](std::size_t m, const std::byte* data, std::byte* next) {
+    const auto [f, l] = s.recv_range(m);
+    const std::size_t g = s.step(m);
+    const std::size_t bytes = (l - f) * sizeof(T);
+    const T* got = reinterpret_cast<const T*>(data);
+    if (g < last_reduce) {  // a partial sum, passed on
+      if (io.out == nullptr) {
+        k.combine(reinterpret_cast<T*>(next), got, in.data() + f, l - f, op);
+        return absorbed{};
+      }
+      k.combine(out.data() + f, got, in.data() + f, l - f, op);
+      return absorbed{.as_is = false, .route = {.from = io.output(f, l), .to = std::nullopt}};
+    }
+    if (g == last_reduce) {  // this rank's finished segment: the first allgather message
+      k.combine(out.data() + f, got, in.data() + f, l - f, op);
+      if (io.out != nullptr)
+        return absorbed{.as_is = false, .route = {.from = io.output(f, l), .to = io.right_output(f, l)}};
+      k.copy(next, out.data() + f, bytes);
+      return absorbed{.as_is = false, .route = {.from = std::nullopt, .to = io.right_output(f, l)}};
+    }
+    if (!lands_in_out) k.copy(out.data() + f, data, bytes);
+    if (next == nullptr) return absorbed{};
+    if (io.out != nullptr)
+      return absorbed{.as_is = false, .route = {.from = io.output(f, l), .to = io.right_output(f, l)}};
+    return absorbed{.as_is = true, .route = {.from = std::nullopt, .to = io.right_output(f, l)}};  // passed on as it is
+  });
 }
 
 }  // namespace detail

@@ -67,11 +67,7 @@ result<void> alltoallv_run(communicator<P>& c, K& k, std::span<const T> in, std:
         moved = true;
       }
     }
-    if (moved) {
-      c.progress();
-    } else if (auto r = c.idle(until); !r) {
-      return r;
-    }
+    if (auto r = c.advance(moved, until); !r) return r;
   }
   return c.finish(until);
 }

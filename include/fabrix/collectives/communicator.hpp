@@ -11,6 +11,9 @@
 // notification, never by polling memory. Nothing is registered or allocated
 // per call: the scratch (options.hpp: scratch_bytes) is registered once. It
 // is host memory, or device memory with options::device (device_kernels.hpp).
+// Buffers the user registers (register_memory) let allreduce write chunks
+// from and into them directly (zero_copy.hpp), skipping the local copies
+// through the slots; the slots' credits still pace every chunk.
 //
 // Errors (liveness.hpp): a collective returns an error result instead of
 // hanging: a dead peer (an operation to it fails, or a probe flush does
@@ -34,6 +37,7 @@
 #include <fabrix/collectives/mesh.hpp>
 #include <fabrix/collectives/notify.hpp>
 #include <fabrix/collectives/options.hpp>
+#include <fabrix/collectives/registered.hpp>
 #include <fabrix/collectives/setup.hpp>
 #include <fabrix/collectives/tokens.hpp>
 #include <fabrix/domain.hpp>
@@ -42,6 +46,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <thread>
@@ -80,6 +85,8 @@ class communicator {
         channels_(std::move(o.channels_)),
         work_(std::move(o.work_)),
         live_(std::move(o.live_)),
+        registry_(std::move(o.registry_)),
+        direct_chunks_(o.direct_chunks_),
         barrier_epoch_(o.barrier_epoch_) {
     o.mesh_.dom = nullptr;
   }
@@ -129,6 +136,32 @@ class communicator {
   // barrier over notifications: ceil(log2 n) rounds).
   result<void> barrier();
 
+  // Registers [addr, addr + bytes) of memory() with the domain so that
+  // allreduce calls whose input or output lie inside it write chunks straight
+  // from and into it (zero_copy.hpp) instead of copying them through the
+  // scratch. Not collective: each rank registers its own buffers, and each
+  // call tells its ring neighbour where its output is. Registration costs
+  // what the provider's does: register a buffer once and reuse it, never per
+  // call. The handle (registered.hpp) deregisters when destroyed; it must not
+  // outlive the communicator or be destroyed during a call.
+  result<registered_memory<P>> register_memory(void* addr, std::size_t bytes) {
+    auto mr = dom().register_memory(addr, bytes, memory(), access::remote_write);
+    if (!mr) return unexpected(std::move(mr).error());
+    return registered_memory<P>(registry_.get(), registry_->add(std::move(*mr)));
+  }
+  template <class T>
+  result<registered_memory<P>> register_memory(std::span<T> buf) {
+    return register_memory(static_cast<void*>(buf.data()), buf.size_bytes());
+  }
+  // The registration holding [p, p + bytes), or nullptr.
+  const memory_region<P>* registered(const void* p, std::size_t bytes) const noexcept {
+    return registry_->find(p, bytes);
+  }
+  // Chunks this communicator has written from or into registered buffers
+  // instead of its slots, since it was created (a diagnostic: shows whether
+  // calls took the zero-copy path).
+  std::uint64_t direct_chunks() const noexcept { return direct_chunks_; }
+
   // --- the engine, for the algorithm headers ---------------------------------
   // Per-call bookkeeping of 4 * size() counters, allocated once (no
   // allocation per call); contents are the caller's.
@@ -140,16 +173,24 @@ class communicator {
   bool can_send(int peer) const noexcept { return !live_.failure && channels_[peer].can_send(); }
   // Where to put the next chunk to `peer` (chunk_bytes long). Only after can_send().
   std::byte* send_slot(int peer) noexcept { return mesh_.send_slot(peer, channels_[peer].sent); }
-  // Posts the next chunk to `peer`: the first `bytes` of its send slot. Only
-  // after can_send(). An error also breaks the communicator.
-  result<void> post(int peer, std::size_t bytes) {
+  // Posts the next chunk to `peer`: by default the first `bytes` of its send
+  // slot into the peer's receive slot; `route` may name a registered range
+  // to write from (the send slot stays free) and one at the peer to write
+  // into (the peer's receive slot is left alone, though the chunk still
+  // takes one of its credits). Only after can_send(). An error also breaks
+  // the communicator.
+  result<void> post(int peer, std::size_t bytes, const detail::chunk_route& route = {}) {
     detail::channel& ch = channels_[peer];
     const std::uint64_t k = ch.sent;
     const auto slot = static_cast<std::uint32_t>(k % opts_.slots);
-    const status s = mesh_.write_chunk(peer, k, bytes, detail::encode(detail::notify_kind::data, rank(), k),
-                                       detail::make_token(detail::token_kind::data, peer, slot));
+    const bool from_slot = !route.from;
+    const std::uint64_t token = from_slot ? detail::make_token(detail::token_kind::data, peer, slot)
+                                          : detail::make_token(detail::token_kind::direct, peer, 0);
+    const status s =
+        mesh_.write_chunk(peer, k, bytes, detail::encode(detail::notify_kind::data, rank(), k), token, route);
     if (s != status::ok) return fail(s, "posting a chunk to rank " + std::to_string(peer));
-    (void)ch.posted();
+    (void)ch.posted(from_slot);
+    if (route.from || route.to) ++direct_chunks_;
     ++live_.outstanding;
     ++live_.awaited;
     return {};
@@ -234,6 +275,14 @@ class communicator {
     return health();
   }
 
+  // The tail of every algorithm's loop: after a pass that `moved` something,
+  // polls once; after one that did not, idles (which fails at `until`).
+  result<void> advance(bool moved, clock::time_point until) {
+    if (!moved) return idle(until);
+    progress();
+    return {};
+  }
+
   // Ends a call: returns pending credits and waits until this rank's data
   // writes and barrier notifications have completed here (a
   // write_with_imm's notification leaves only while this rank polls; the
@@ -269,7 +318,8 @@ class communicator {
  private:
   static constexpr std::uint64_t greet_round = 31;  // dissemination rounds use 0..10
 
-  communicator(detail::mesh<P> m, const options& o) : mesh_(std::move(m)), opts_(o) {
+  communicator(detail::mesh<P> m, const options& o)
+      : mesh_(std::move(m)), opts_(o), registry_(std::make_unique<detail::registry<P>>()) {
     channels_.reserve(static_cast<std::size_t>(size()));
     for (int r = 0; r < size(); ++r) channels_.emplace_back(o.slots);
     work_.resize(4 * static_cast<std::size_t>(size()));
@@ -295,6 +345,11 @@ class communicator {
   std::vector<detail::channel> channels_;
   std::vector<std::uint64_t> work_;
   detail::liveness live_;
+  // Behind a pointer so that handles keep pointing at it when the
+  // communicator moves. Declared after mesh_: the registrations go before
+  // the domain's other resources.
+  std::unique_ptr<detail::registry<P>> registry_;
+  std::uint64_t direct_chunks_ = 0;
   std::uint64_t barrier_epoch_ = 0;
 };
 

@@ -1,7 +1,8 @@
 // The wiring under a communicator: a queue pair per rank (bootstrap's
 // connect_all), the registered scratch (scratch.hpp) and every peer's
-// remote_buffer for it, and the two writes the engine posts: a chunk from a
-// send slot into the peer's receive slot, and a zero-byte notification.
+// remote_buffer for it, and the two writes the engine posts: a chunk (from a
+// send slot into the peer's receive slot, or along a chunk_route), and a
+// zero-byte notification.
 // Nothing here is allocated or registered after create().
 //
 // Lifetime: the domain outlives the mesh; the region is deregistered before
@@ -13,6 +14,8 @@
 #include <fabrix/collectives/scratch.hpp>
 #include <fabrix/connect.hpp>
 #include <fabrix/domain.hpp>
+#include <fabrix/local_slice.hpp>
+#include <fabrix/remote_buffer.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -21,6 +24,15 @@
 #include <vector>
 
 namespace fabrix::coll::detail {
+
+// Where a chunk is written from and to when not from its send slot into the
+// peer's receive slot: a range of a registered user buffer (registered.hpp)
+// on either side. The slices name `bytes` bytes; a remote slice's buffer must
+// stay alive until the chunk is posted.
+struct chunk_route {
+  std::optional<local_slice> from;  // instead of the send slot
+  std::optional<remote_slice> to;   // instead of the peer's receive slot
+};
 
 template <provider P>
 struct mesh {
@@ -63,10 +75,13 @@ struct mesh {
   const std::byte* recv_slot(int peer, std::uint64_t k) const noexcept {
     return scratch.data() + layout.recv_offset(peer, k);
   }
-  // Chunk k (its first `bytes`) from its send slot into its receive slot at `peer`.
-  status write_chunk(int peer, std::uint64_t k, std::size_t bytes, std::uint32_t imm, std::uint64_t token) {
-    return qps[peer].write_with_imm(region->slice(layout.send_offset(peer, k), bytes),
-                                    peers[peer].slice(layout.recv_offset_at(peer, k), bytes), imm, token);
+  // Chunk k (`bytes` long) to `peer`, by default from its send slot into its
+  // receive slot at the peer.
+  status write_chunk(int peer, std::uint64_t k, std::size_t bytes, std::uint32_t imm, std::uint64_t token,
+                     const chunk_route& route = {}) {
+    return qps[peer].write_with_imm(route.from ? *route.from : region->slice(layout.send_offset(peer, k), bytes),
+                                    route.to ? *route.to : peers[peer].slice(layout.recv_offset_at(peer, k), bytes),
+                                    imm, token);
   }
   // Chunk k_from of `from`, in its receive slot here, on to `to` as chunk k_to.
   status forward_chunk(int from, std::uint64_t k_from, int to, std::uint64_t k_to, std::size_t bytes, std::uint32_t imm,

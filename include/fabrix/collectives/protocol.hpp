@@ -100,6 +100,7 @@ void communicator<P>::on_local(const completion& c) {
       channels_[peer].release(detail::token_slot(c.token));
       --live_.awaited;
       break;
+    case token_kind::direct: --live_.awaited; break;
     case token_kind::probe:
       channels_[peer].probing = false;
       --live_.probes_in_flight;

@@ -35,7 +35,7 @@ result<void> reduce_scatter(communicator<P>& c, std::span<const T> in, std::span
                               const T* got = reinterpret_cast<const T*>(data);
                               k.combine(next ? reinterpret_cast<T*>(next) : out.data() + (f - mine), got, in.data() + f,
                                         l - f, op);
-                              return false;
+                              return detail::absorbed{};
                             });
   });
 }

@@ -107,6 +107,15 @@ ring_schedule schedule_for(const communicator<P>& c, int shift_by, std::size_t s
                        l, sizeof(T));
 }
 
+// What absorb (run_ring) did with a received message: `as_is`: the next
+// message is this one unchanged, for the ring to pass on; `route`: where the
+// next message is written from and to (mesh.hpp; default: its send slot
+// into the right neighbour's receive slot).
+struct absorbed {
+  bool as_is = false;
+  chunk_route route{};
+};
+
 // run_ring's producer for messages built from local data: copies message
 // m's send range of `src` into its send slot. `s` and `k` must outlive it.
 template <class T, class K>
@@ -114,6 +123,7 @@ auto copy_send_range(const ring_schedule& s, K& k, const T* src) {
   return [&s, &k, src](std::size_t m, std::byte* slot) {
     const auto [f, l] = s.send_range(m);
     k.copy(slot, src + f, (l - f) * sizeof(T));
+    return chunk_route{};
   };
 }
 
@@ -121,13 +131,15 @@ auto copy_send_range(const ring_schedule& s, K& k, const T* src) {
 // set `k` (local_kernels.hpp): produce and absorb enqueue their work on it,
 // and the ring waits for it (k.ready()) before it posts a filled send slot
 // or hands a read receive slot back.
-//   produce(m, slot): fills the send slot of step-0 message m from local data.
-//   absorb(m, data, next): consumes received message m; `next` is the send
+//   produce(m, slot): fills the send slot of step-0 message m from local
+//     data, or returns a route that names where else it is.
+//   absorb(m, data, next): consumes received message m (`data`: its receive
+//     slot, unless the sender's route put it elsewhere); `next` is the send
 //     slot of message m + lag (its successor one step later), or nullptr
-//     when m is of the last step. Returns true when message m + lag is
-//     message m unchanged: then absorb leaves `next` alone, and the ring
-//     copies m there, or with options::forward_received writes it on from
-//     its receive slot (communicator::forward, no copy).
+//     when m is of the last step. Returns `absorbed`; with as_is, absorb
+//     leaves `next` alone, and the ring copies m there, or with
+//     options::forward_received (and no route) writes it on from its
+//     receive slot (communicator::forward, no copy).
 template <provider P, class K, class Produce, class Absorb>
 result<void> run_ring(communicator<P>& c, K& k, const ring_schedule& s, std::size_t elem_size, Produce&& produce,
                       Absorb&& absorb) {
@@ -141,9 +153,9 @@ result<void> run_ring(communicator<P>& c, K& k, const ring_schedule& s, std::siz
   while (next_send < total || next_recv < total) {
     bool moved = false;
     while (next_send < total && s.step(next_send) == 0 && c.can_send(right)) {
-      produce(next_send, c.send_slot(right));
+      const chunk_route route = produce(next_send, c.send_slot(right));
       if (auto r = k.ready(); !r) return c.fail(r.error());
-      if (auto r = c.post(right, bytes_of(s.send_range(next_send))); !r) return r;
+      if (auto r = c.post(right, bytes_of(s.send_range(next_send)), route); !r) return r;
       ++next_send;
       moved = true;
     }
@@ -156,9 +168,9 @@ result<void> run_ring(communicator<P>& c, K& k, const ring_schedule& s, std::siz
       const bool forwards = s.step(next_recv) + 1 < s.steps;
       if (forwards && (next_send != next_recv + s.lag || !c.can_send(right))) break;
       std::byte* next = forwards ? c.send_slot(right) : nullptr;
-      const bool as_is = absorb(next_recv, data, next);
-      const bool forward = forwards && as_is && c.opts().forward_received;
-      if (forwards && as_is && !forward) k.copy(next, data, want);
+      const absorbed done = absorb(next_recv, data, next);
+      const bool forward = forwards && done.as_is && c.opts().forward_received && !done.route.from && !done.route.to;
+      if (forwards && done.as_is && !forward) k.copy(next, data, want);
       if (auto r = k.ready(); !r) return c.fail(r.error());
       if (forward) {
         if (auto r = c.forward(left, right, want); !r) return r;
@@ -166,18 +178,14 @@ result<void> run_ring(communicator<P>& c, K& k, const ring_schedule& s, std::siz
       } else {
         c.consume(left);
         if (forwards) {
-          if (auto r = c.post(right, want); !r) return r;
+          if (auto r = c.post(right, want, done.route); !r) return r;
           ++next_send;
         }
       }
       ++next_recv;
       moved = true;
     }
-    if (moved) {
-      c.progress();
-    } else if (auto r = c.idle(until); !r) {
-      return r;
-    }
+    if (auto r = c.advance(moved, until); !r) return r;
   }
   return c.finish(until);
 }

@@ -36,19 +36,22 @@ inline result<void> check_memory(const options& o, const capabilities& caps, std
   return {};
 }
 
-// Collective: every rank's chunk_bytes, slots and scratch memory kind equal this rank's.
+// Collective: every rank's chunk_bytes, slots, scratch memory kind and
+// zero_copy_min_bytes equal this rank's.
 inline result<void> agree(bootstrap& boot, const options& o) {
-  std::array<std::byte, 13> mine{};
+  std::array<std::byte, 21> mine{};
   fabrix::detail::le_writer w(mine.data());
   w.put<std::uint64_t>(o.chunk_bytes);
   w.put<std::uint32_t>(o.slots);
   w.put<std::uint8_t>(o.device == nullptr ? 0 : 1);
+  w.put<std::uint64_t>(o.zero_copy_min_bytes);
   auto all = boot.allgather(mine);
   if (!all) return unexpected(std::move(all).error());
   for (std::size_t r = 0; r < all->size(); ++r) {
     if ((*all)[r].size() != mine.size() || !std::equal(mine.begin(), mine.end(), (*all)[r].begin()))
-      return unexpected(status::invalid_argument, "collectives: rank " + std::to_string(r) +
-                                                      " uses other chunk_bytes/slots/scratch memory than this rank");
+      return unexpected(status::invalid_argument,
+                        "collectives: rank " + std::to_string(r) +
+                            " uses other chunk_bytes/slots/scratch memory/zero_copy_min_bytes than this rank");
   }
   return {};
 }

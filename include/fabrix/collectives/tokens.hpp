@@ -9,8 +9,9 @@ namespace fabrix::coll::detail {
 
 // data: a chunk from a send slot (peer: its target, slot: the send slot);
 // forward: a chunk from a receive slot (peer: where it came from, slot: that
-// receive slot).
-enum class token_kind : std::uint64_t { data = 1, credit, barrier, abort, probe, forward };
+// receive slot); direct: a chunk from a registered user buffer (peer: its
+// target; no slot).
+enum class token_kind : std::uint64_t { data = 1, credit, barrier, abort, probe, forward, direct };
 
 constexpr std::uint64_t make_token(token_kind k, int peer, std::uint32_t slot) noexcept {
   return (static_cast<std::uint64_t>(k) << 56) | (static_cast<std::uint64_t>(peer) << 32) | slot;

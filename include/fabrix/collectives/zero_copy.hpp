@@ -1,0 +1,146 @@
+// Zero-copy routes for the ring allreduce: chunks written straight from the
+// caller's registered input and output (communicator::register_memory)
+// and, in the allgather half, straight into the right neighbour's
+// registered output, instead of being copied into a send slot and out of a
+// receive slot. Each rank decides for itself from what it registered; its
+// left neighbour learns where to write from one message per call.
+//
+// The message (little endian), sent at the start of the call to the left
+// neighbour on their channel (the ring's data goes the other way on it):
+//   empty: this rank's output is not registered (write into its slots);
+//   else:  "FBXO", u32 0, u64 offset of the output in its registration,
+//          u64 bytes of the call, then the registration's encoded
+//          remote_buffer (remote_buffer.hpp).
+// The receiver checks it like any peer input: a malformed message, a call
+// size other than its own, or a range outside the registration fails the
+// call (and the communicator) with an error, and writes nothing.
+//
+// Used only when every rank can tell it is: host memory, a call of at least
+// options::zero_copy_min_bytes, and chunks large enough for the message
+// (all of which the ranks agree on), so all ranks exchange or none does.
+#pragma once
+
+#include <fabrix/collectives/communicator.hpp>
+#include <fabrix/detail/little_endian.hpp>
+#include <fabrix/remote_buffer.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string>
+
+namespace fabrix::coll::detail {
+
+inline constexpr std::size_t output_header_bytes = 24;
+inline constexpr std::size_t max_output_message =
+    output_header_bytes + remote_buffer::header_size + remote_buffer::max_key_size + remote_buffer::checksum_size;
+
+template <provider P>
+bool zero_copy_applies(const communicator<P>& c, std::size_t bytes) noexcept {
+  return c.device() == nullptr && bytes >= c.opts().zero_copy_min_bytes && c.opts().chunk_bytes >= max_output_message;
+}
+
+// One call's registered buffers: this rank's input and output (null when
+// not registered) and the right neighbour's output (when it said so).
+// Element offsets `first` are into the whole vector; `elem` is its element
+// size. Lives for the call: the remote slices point into it.
+template <provider P>
+struct zero_copy_io {
+  std::size_t elem = 1;
+  const memory_region<P>* in = nullptr;
+  std::size_t in_at = 0;  // offset of the input in its registration
+  const memory_region<P>* out = nullptr;
+  std::size_t out_at = 0;
+  bool right_registered = false;
+  remote_buffer right_out{};
+  std::uint64_t right_at = 0;
+
+  local_slice input(std::size_t first, std::size_t last) const noexcept {
+    return in->slice(in_at + first * elem, (last - first) * elem);
+  }
+  local_slice output(std::size_t first, std::size_t last) const noexcept {
+    return out->slice(out_at + first * elem, (last - first) * elem);
+  }
+  std::optional<remote_slice> right_output(std::size_t first, std::size_t last) const noexcept {
+    if (!right_registered) return std::nullopt;
+    return right_out.slice(right_at + first * elem, (last - first) * elem);
+  }
+};
+
+// Reads the output message from `peer` into io. Errors name the peer.
+template <provider P>
+result<void> read_output_message(communicator<P>& c, int peer, std::span<const std::byte> m, std::size_t call_bytes,
+                                 zero_copy_io<P>& io) {
+  if (m.empty()) return {};
+  auto bad = [&](const std::string& why) {
+    return c.fail(status::invalid_argument,
+                  "rank " + std::to_string(peer) + " sent an unusable output address: " + why);
+  };
+  if (m.size() < output_header_bytes || std::memcmp(m.data(), "FBXO", 4) != 0) return bad("malformed");
+  fabrix::detail::le_reader r(m.data() + 8);
+  const auto offset = r.get<std::uint64_t>();
+  const auto bytes = r.get<std::uint64_t>();
+  if (bytes != call_bytes) return c.size_mismatch(peer, bytes, call_bytes);
+  auto rb = remote_buffer::decode(m.subspan(output_header_bytes));
+  if (!rb) return bad(rb.error().describe());
+  if (offset > rb->length || bytes > rb->length - offset) return bad("the call's range is outside its registration");
+  io.right_registered = true;
+  io.right_out = *rb;
+  io.right_at = offset;
+  return {};
+}
+
+// The call's exchange: tells the left neighbour where this rank's output is
+// (if registered) and learns the right neighbour's. Returns once both are
+// done; on error the communicator is broken.
+template <provider P>
+result<void> exchange_outputs(communicator<P>& c, zero_copy_io<P>& io, std::size_t call_bytes) {
+  const int left = (c.rank() - 1 + c.size()) % c.size();
+  const int right = (c.rank() + 1) % c.size();
+  const auto until = c.deadline();
+  bool sent = false, heard = false;
+  while (!sent || !heard) {
+    bool moved = false;
+    if (!sent && c.can_send(left)) {
+      std::size_t len = 0;
+      if (io.out != nullptr) {
+        std::byte* slot = c.send_slot(left);
+        std::memcpy(slot, "FBXO", 4);
+        fabrix::detail::le_writer w(slot + 4);
+        w.put<std::uint32_t>(0);
+        w.put<std::uint64_t>(io.out_at);
+        w.put<std::uint64_t>(call_bytes);
+        const remote_buffer& rb = io.out->remote();
+        if (!rb.encode_to(std::span<std::byte>(slot + output_header_bytes, c.opts().chunk_bytes - output_header_bytes)))
+          return c.fail(status::invalid_argument, "the output's registration does not fit one chunk");
+        len = output_header_bytes + rb.encoded_size();
+      }
+      if (auto r = c.post(left, len); !r) return r;
+      sent = moved = true;
+    }
+    std::size_t got = 0;
+    if (const std::byte* m = heard ? nullptr : c.landed(right, got); m != nullptr) {
+      if (auto r = read_output_message(c, right, std::span<const std::byte>(m, got), call_bytes, io); !r) return r;
+      c.consume(right);
+      heard = moved = true;
+    }
+    if (auto r = c.advance(moved, until); !r) return r;
+  }
+  return {};
+}
+
+// Fills io for a call on `in` and `out` (elements of `elem` bytes) and
+// runs the exchange.
+template <provider P>
+result<void> prepare_zero_copy(communicator<P>& c, zero_copy_io<P>& io, const void* in, void* out, std::size_t bytes,
+                               std::size_t elem) {
+  io.elem = elem;
+  io.in = c.registered(in, bytes);
+  if (io.in != nullptr) io.in_at = static_cast<std::size_t>(static_cast<const std::byte*>(in) - io.in->data());
+  io.out = c.registered(out, bytes);
+  if (io.out != nullptr) io.out_at = static_cast<std::size_t>(static_cast<std::byte*>(out) - io.out->data());
+  return exchange_outputs(c, io, bytes);
+}
+
+}  // namespace fabrix::coll::detail

@@ -1,0 +1,189 @@
+// allreduce on buffers registered with the communicator (zero_copy.hpp):
+// every dtype and op, sizes that divide by nothing, buffers at different
+// offsets of their registrations on different ranks, and ranks that
+// registered different things (input, output, both, in place, nothing),
+// so that every route between neighbours runs. Plus the checks on a
+// neighbour's output message: malformed, truncated, outside its
+// registration, for another call size. (A forged region the provider
+// refuses at post time: tests/conformance, forged keys.)
+#include "common.hpp"
+
+#include <fabrix/collectives/zero_copy.hpp>
+
+#include <cstring>
+#include <span>
+
+namespace {
+
+using fxc::reduce_op;
+
+constexpr reduce_op all_ops[] = {reduce_op::sum, reduce_op::min, reduce_op::max};
+
+// Chunks just large enough for the output message; zero copy at any size.
+fabrix::coll::options zero_copy_chunks() {
+  fabrix::coll::options o = fxc::small_chunks();
+  o.chunk_bytes = 1024;
+  o.zero_copy_min_bytes = 0;
+  return o;
+}
+
+// What a rank registers in one call: mode 0 nothing, 1 the input, 2 the
+// output, 3 both, 4 both, in place.
+constexpr int modes = 5;
+int mode_of(int rank, int round) { return (rank + round) % modes; }
+
+template <class T>
+void registered_sizes(fxc::comm_t& comm, int rank, int n, std::span<const std::size_t> sizes) {
+  std::uint64_t salt = 300;
+  int round = 0;
+  for (const std::size_t count : sizes) {
+    for (const reduce_op op : all_ops) {
+      ++salt;
+      ++round;
+      const int mode = mode_of(rank, round);
+      const bool right_out = mode_of((rank + 1) % n, round) >= 2;
+      // One pool per rank; the buffers sit at a rank-dependent offset in it.
+      const std::size_t skew = 3 + static_cast<std::size_t>(rank) * 5;
+      std::vector<T> pool(2 * count + 2 * skew + 8, T(-9));
+      const std::span<T> in(pool.data() + skew, count);
+      const std::span<T> out = mode == 4 ? in : std::span<T>(pool.data() + count + 2 * skew, count);
+      for (std::size_t i = 0; i < count; ++i) in[i] = fxc::value<T>(rank, i, salt);
+      fabrix::coll::registered_memory<fxc::P> reg_in, reg_out;
+      if (mode == 1 || mode >= 3) reg_in = fxt::must(comm.register_memory(in), "register input");
+      if (mode == 2 || mode == 3) reg_out = fxt::must(comm.register_memory(out), "register output");
+      const std::uint64_t before = comm.direct_chunks();
+      fxc::check_ok(fabrix::coll::allreduce(comm, std::span<const T>(in), out, op), "allreduce");
+      const std::string what = "registered allreduce " + std::string(fabrix::coll::to_string(op)) + " of " +
+                               std::to_string(count) + ", mode " + std::to_string(mode);
+      fxc::expect_elements(
+          std::vector<T>(out.begin(), out.end()), [&](std::size_t i) { return fxc::reference<T>(n, i, op, salt); },
+          what);
+      // The guard elements around the buffers are untouched.
+      for (std::size_t i = 0; i < skew; ++i)
+        if (pool[i] != T(-9)) fxt::rank_fail(what.c_str(), __FILE__, __LINE__, "guard before the input overwritten");
+      for (std::size_t i = pool.size() - 8; i < pool.size(); ++i)
+        if (pool[i] != T(-9)) fxt::rank_fail(what.c_str(), __FILE__, __LINE__, "guard after the output overwritten");
+      // Routes were taken exactly when something on this link was registered.
+      const bool direct = count * sizeof(T) > 1024 && (mode != 0 || right_out);
+      if ((comm.direct_chunks() > before) != direct)
+        fxt::rank_fail(what.c_str(), __FILE__, __LINE__,
+                       "direct chunks " + std::to_string(comm.direct_chunks() - before) + ", expected " +
+                           (direct ? "some" : "none"));
+    }
+  }
+}
+
+// Rank 1 plays a broken neighbour: it sends rank 0 the output message that
+// `forge` writes (instead of calling allreduce). Rank 0 must fail with
+// invalid_argument and leave its buffer as it was.
+template <class Forge>
+void broken_neighbour(Forge forge, const char* expect) {
+  fxc::with_comm(
+      2, zero_copy_chunks(),
+      [&](fxc::comm_t& comm, int rank, int) {
+        std::vector<double> v(4096, 1.0);
+        auto reg = fxt::must(comm.register_memory(std::span(v)), "register");
+        if (rank == 0) {
+          auto r = fabrix::coll::allreduce(comm, std::span<double>(v), reduce_op::sum);
+          FX_CHECK(!r);
+          FX_CHECK(r.code() == fabrix::status::invalid_argument);
+          FX_CHECK(r.error().describe().find(expect) != std::string::npos);
+          return;
+        }
+        while (!comm.can_send(0)) (void)comm.progress();
+        const std::size_t len = forge(comm, comm.send_slot(0), v);
+        fxc::check_ok(comm.post(0, len), "post");
+        // Rank 0's abort arrives; until then, keep progressing.
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (comm.health() && std::chrono::steady_clock::now() < until) (void)comm.progress();
+        FX_CHECK(!comm.health());
+      },
+      std::chrono::seconds(60), [](int) { return fxt::ending::exit_ok; });
+}
+
+// An honest message for `v`'s registration, at `offset` bytes into it and
+// for a call of `bytes`.
+std::size_t honest(fxc::comm_t& comm, std::byte* slot, std::uint64_t offset, std::uint64_t bytes,
+                   const fabrix::remote_buffer& rb) {
+  (void)comm;
+  std::memcpy(slot, "FBXO", 4);
+  fabrix::detail::le_writer w(slot + 4);
+  w.put<std::uint32_t>(0);
+  w.put<std::uint64_t>(offset);
+  w.put<std::uint64_t>(bytes);
+  rb.encode_to(std::span<std::byte>(slot + 24, 1000));
+  return 24 + rb.encoded_size();
+}
+
+}  // namespace
+
+TEST_CASE("collectives: allreduce on registered buffers, every route, dtype and op, 2-4 ranks") {
+  for (int n : {2, 3, 4}) {
+    CAPTURE(n);
+    fxc::with_comm(n, zero_copy_chunks(), [](fxc::comm_t& comm, int rank, int n) {
+      // 1 KiB chunks: 128 doubles; sizes under 1 KiB take the one-hop path.
+      const std::size_t sizes[] = {3, 263, 1001, 4099, 20011};
+      registered_sizes<std::int32_t>(comm, rank, n, sizes);
+      registered_sizes<std::int64_t>(comm, rank, n, sizes);
+      registered_sizes<float>(comm, rank, n, sizes);
+      registered_sizes<double>(comm, rank, n, sizes);
+    });
+  }
+}
+
+TEST_CASE("collectives: registered allreduce with the default options, several MiB, 4 ranks") {
+  fxc::with_comm(4, fabrix::coll::options{}, [](fxc::comm_t& comm, int rank, int n) {
+    std::vector<float> x((std::size_t{1} << 20) + 7);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = fxc::value<float>(rank, i, 11);
+    auto reg = fxt::must(comm.register_memory(std::span(x)), "register");
+    const std::uint64_t before = comm.direct_chunks();
+    fxc::check_ok(fabrix::coll::allreduce(comm, std::span<float>(x), reduce_op::sum), "allreduce");
+    FX_CHECK(comm.direct_chunks() > before);
+    fxc::expect_elements(
+        x, [&](std::size_t i) { return fxc::reference<float>(n, i, reduce_op::sum, 11); }, "allreduce 4 MiB");
+    // Deregistered: the same call goes through the slots again.
+    reg.reset();
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = fxc::value<float>(rank, i, 12);
+    const std::uint64_t again = comm.direct_chunks();
+    fxc::check_ok(fabrix::coll::allreduce(comm, std::span<float>(x), reduce_op::sum), "allreduce");
+    FX_CHECK(comm.direct_chunks() == again);
+    fxc::expect_elements(
+        x, [&](std::size_t i) { return fxc::reference<float>(n, i, reduce_op::sum, 12); }, "allreduce 4 MiB again");
+  });
+}
+
+TEST_CASE("collectives: a neighbour's bad output address fails the call, writes nothing") {
+  const std::uint64_t call = 4096 * sizeof(double);
+  SUBCASE("malformed") {
+    broken_neighbour(
+        [](fxc::comm_t&, std::byte* slot, std::vector<double>&) {
+          std::memset(slot, 0x5a, 40);
+          return std::size_t{40};
+        },
+        "malformed");
+  }
+  SUBCASE("truncated key") {
+    broken_neighbour(
+        [&](fxc::comm_t& comm, std::byte* slot, std::vector<double>& v) {
+          auto* mr = comm.registered(v.data(), call);
+          return honest(comm, slot, 0, call, mr->remote()) - 20;
+        },
+        "unusable output address");
+  }
+  SUBCASE("a range outside the registration") {
+    broken_neighbour(
+        [&](fxc::comm_t& comm, std::byte* slot, std::vector<double>& v) {
+          auto* mr = comm.registered(v.data(), call);
+          return honest(comm, slot, 64, call, mr->remote());
+        },
+        "outside its registration");
+  }
+  SUBCASE("another call size") {
+    broken_neighbour(
+        [&](fxc::comm_t& comm, std::byte* slot, std::vector<double>& v) {
+          auto* mr = comm.registered(v.data(), call);
+          return honest(comm, slot, 0, call - 8, mr->remote());
+        },
+        "mismatched collective calls");
+  }
+}
