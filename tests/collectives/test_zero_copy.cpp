@@ -73,6 +73,39 @@ void registered_sizes(fxc::comm_t& comm, int rank, int n, std::span<const std::s
   }
 }
 
+// allgather: mode 0 nothing registered, 1 the output, 2 the output with
+// the input in place (block rank() of it).
+template <class T>
+void registered_allgather(fxc::comm_t& comm, int rank, int n, std::span<const std::size_t> sizes) {
+  std::uint64_t salt = 500;
+  int round = 0;
+  for (const std::size_t count : sizes) {
+    ++salt;
+    ++round;
+    const int mode = (rank + round) % 3;
+    const bool right_out = ((rank + 1) % n + round) % 3 != 0;
+    const std::size_t total = count * static_cast<std::size_t>(n);
+    const std::size_t skew = 1 + static_cast<std::size_t>(rank) * 3;
+    std::vector<T> pool(total + count + 2 * skew, T(-9));
+    const std::span<T> out(pool.data() + skew, total);
+    const std::span<T> in = mode == 2 ? out.subspan(static_cast<std::size_t>(rank) * count, count)
+                                      : std::span<T>(pool.data() + 2 * skew + total, count);
+    for (std::size_t i = 0; i < count; ++i) in[i] = fxc::value<T>(rank, i, salt);
+    fabrix::coll::registered_memory<fxc::P> reg;
+    if (mode != 0) reg = fxt::must(comm.register_memory(out), "register output");
+    const std::uint64_t before = comm.direct_chunks();
+    fxc::check_ok(fabrix::coll::allgather(comm, std::span<const T>(in), out), "allgather");
+    const std::string what = "registered allgather of " + std::to_string(count) + ", mode " + std::to_string(mode);
+    fxc::expect_elements(
+        std::vector<T>(out.begin(), out.end()),
+        [&](std::size_t i) { return fxc::value<T>(static_cast<int>(i / count), i % count, salt); }, what);
+    for (std::size_t i = 0; i < skew; ++i)
+      if (pool[i] != T(-9)) fxt::rank_fail(what.c_str(), __FILE__, __LINE__, "guard before the output overwritten");
+    if ((comm.direct_chunks() > before) != (mode != 0 || right_out))
+      fxt::rank_fail(what.c_str(), __FILE__, __LINE__, "unexpected route");
+  }
+}
+
 // Rank 1 plays a broken neighbour: it sends rank 0 the output message that
 // `forge` writes (instead of calling allreduce). Rank 0 must fail with
 // invalid_argument and leave its buffer as it was.
@@ -127,6 +160,17 @@ TEST_CASE("collectives: allreduce on registered buffers, every route, dtype and 
       registered_sizes<std::int64_t>(comm, rank, n, sizes);
       registered_sizes<float>(comm, rank, n, sizes);
       registered_sizes<double>(comm, rank, n, sizes);
+    });
+  }
+}
+
+TEST_CASE("collectives: allgather into registered outputs, every route, 2-4 ranks") {
+  for (int n : {2, 3, 4}) {
+    CAPTURE(n);
+    fxc::with_comm(n, zero_copy_chunks(), [](fxc::comm_t& comm, int rank, int n) {
+      const std::size_t sizes[] = {1, 2, 131, 1001, 4099, 9001};
+      registered_allgather<std::int32_t>(comm, rank, n, sizes);
+      registered_allgather<double>(comm, rank, n, sizes);
     });
   }
 }

@@ -5,10 +5,11 @@
 
 #include <fabrix/collectives/local_kernels.hpp>
 #include <fabrix/collectives/ring.hpp>
+#include <fabrix/collectives/zero_copy.hpp>
 
-#include <type_traits>
-
+#include <optional>
 #include <span>
+#include <type_traits>
 
 namespace fabrix::coll {
 
@@ -31,12 +32,27 @@ requires std::is_trivially_copyable_v<T> result<void> allgather(communicator<P>&
     const int n = c.size();
     const auto s =
         detail::schedule_for<T>(c, 0, static_cast<std::size_t>(n) - 1, count, detail::ring_schedule::layout::blocks);
-    return detail::run_ring(c, k, s, sizeof(T), detail::copy_send_range(s, k, static_cast<const T*>(out.data())),
-                            [&](std::size_t m, const std::byte* data, std::byte*) {
-                              const auto [f, l] = s.recv_range(m);
-                              k.copy(out.data() + f, data, (l - f) * sizeof(T));
-                              return detail::absorbed{.as_is = true};  // passed on as it is
-                            });
+    // Registered output (zero_copy.hpp): blocks go out from `out` itself and,
+    // where the right neighbour registered its output, straight into it.
+    detail::zero_copy_io<P> io;
+    if (detail::zero_copy_applies(c, out.size_bytes()))
+      if (auto r = detail::prepare_zero_copy(c, io, nullptr, 0, out.data(), out.size_bytes(), sizeof(T)); !r) return r;
+    const bool lands_in_out = io.out != nullptr;  // the left neighbour writes into `out`
+    auto route = [&](std::size_t f, std::size_t l) {
+      return detail::chunk_route{.from = io.out ? std::optional(io.output(f, l)) : std::nullopt,
+                                 .to = io.right_output(f, l)};
+    };
+    auto produce = [&](std::size_t m, std::byte* slot) {
+      const auto [f, l] = s.send_range(m);
+      if (io.out == nullptr) k.copy(slot, out.data() + f, (l - f) * sizeof(T));
+      return route(f, l);
+    };
+    return detail::run_ring(c, k, s, sizeof(T), produce, [&](std::size_t m, const std::byte* data, std::byte*) {
+      const auto [f, l] = s.recv_range(m);
+      if (!lands_in_out) k.copy(out.data() + f, data, (l - f) * sizeof(T));
+      // Passed on as it is: from `out` when registered, else copied to a slot by the ring.
+      return detail::absorbed{.as_is = io.out == nullptr, .route = route(f, l)};
+    });
   });
 }
 

@@ -80,7 +80,7 @@ result<void> allreduce_ring(communicator<P>& c, K& k, std::span<const T> in, std
   const std::size_t last_reduce = static_cast<std::size_t>(n) - 2;
   zero_copy_io<P> io;  // nothing registered: the slots throughout
   if (zero_copy_applies(c, in.size_bytes()))
-    if (auto r = prepare_zero_copy(c, io, in.data(), out.data(), in.size_bytes(), sizeof(T)); !r) return r;
+    if (auto r = prepare_zero_copy(c, io, in.data(), in.size_bytes(), out.data(), out.size_bytes(), sizeof(T)); !r) return r;
   const bool lands_in_out = io.out != nullptr;  // the left neighbour writes the allgather half into `out`
   auto produce = [&](std::size_t m, std::byte* slot) {
     if (io.in == nullptr) return copy_send_range(s, k, in.data())(m, slot);

@@ -1,8 +1,8 @@
-// Zero-copy routes for the ring allreduce: chunks written straight from the
-// caller's registered input and output (communicator::register_memory)
-// and, in the allgather half, straight into the right neighbour's
-// registered output, instead of being copied into a send slot and out of a
-// receive slot. Each rank decides for itself from what it registered; its
+// Zero-copy routes for the ring allreduce and allgather: chunks written
+// straight from the caller's registered input and output
+// (communicator::register_memory) and, where they carry finished data,
+// straight into the right neighbour's registered output, instead of being
+// copied into a send slot and out of a receive slot. Each rank decides for itself from what it registered; its
 // left neighbour learns where to write from one message per call.
 //
 // The message (little endian), sent at the start of the call to the left
@@ -15,8 +15,8 @@
 // size other than its own, or a range outside the registration fails the
 // call (and the communicator) with an error, and writes nothing.
 //
-// Used only when every rank can tell it is: host memory, a call of at least
-// options::zero_copy_min_bytes, and chunks large enough for the message
+// Used only when every rank can tell it is: host memory, a call (its output)
+// of at least options::zero_copy_min_bytes, and chunks large enough for the message
 // (all of which the ranks agree on), so all ranks exchange or none does.
 #pragma once
 
@@ -130,17 +130,18 @@ result<void> exchange_outputs(communicator<P>& c, zero_copy_io<P>& io, std::size
   return {};
 }
 
-// Fills io for a call on `in` and `out` (elements of `elem` bytes) and
-// runs the exchange.
+// Fills io for a call on `in` (null: not sent from directly) and `out`
+// (elements of `elem` bytes) and runs the exchange. `out_bytes` is what
+// the neighbours compare: the same on every rank.
 template <provider P>
-result<void> prepare_zero_copy(communicator<P>& c, zero_copy_io<P>& io, const void* in, void* out, std::size_t bytes,
-                               std::size_t elem) {
+result<void> prepare_zero_copy(communicator<P>& c, zero_copy_io<P>& io, const void* in, std::size_t in_bytes, void* out,
+                               std::size_t out_bytes, std::size_t elem) {
   io.elem = elem;
-  io.in = c.registered(in, bytes);
+  io.in = in == nullptr ? nullptr : c.registered(in, in_bytes);
   if (io.in != nullptr) io.in_at = static_cast<std::size_t>(static_cast<const std::byte*>(in) - io.in->data());
-  io.out = c.registered(out, bytes);
+  io.out = c.registered(out, out_bytes);
   if (io.out != nullptr) io.out_at = static_cast<std::size_t>(static_cast<std::byte*>(out) - io.out->data());
-  return exchange_outputs(c, io, bytes);
+  return exchange_outputs(c, io, out_bytes);
 }
 
 }  // namespace fabrix::coll::detail
