@@ -35,8 +35,8 @@ requires std::is_trivially_copyable_v<T> result<void> allgather(communicator<P>&
     // Registered output (zero_copy.hpp): blocks go out from `out` itself and,
     // where the right neighbour registered its output, straight into it.
     detail::zero_copy_io<P> io;
-    if (detail::zero_copy_applies(c, out.size_bytes()))
-      if (auto r = detail::prepare_zero_copy(c, io, nullptr, 0, out.data(), out.size_bytes(), sizeof(T)); !r) return r;
+    const bool zero_copy = detail::zero_copy_applies(c, out.size_bytes());
+    if (zero_copy) detail::find_registered(c, io, nullptr, 0, out.data(), out.size_bytes(), sizeof(T));
     const bool lands_in_out = io.out != nullptr;  // the left neighbour writes into `out`
     auto route = [&](std::size_t f, std::size_t l) {
       return detail::chunk_route{.from = io.out ? std::optional(io.output(f, l)) : std::nullopt,
@@ -47,12 +47,16 @@ requires std::is_trivially_copyable_v<T> result<void> allgather(communicator<P>&
       if (io.out == nullptr) k.copy(slot, out.data() + f, (l - f) * sizeof(T));
       return route(f, l);
     };
-    return detail::run_ring(c, k, s, sizeof(T), produce, [&](std::size_t m, const std::byte* data, std::byte*) {
+    auto absorb = [&](std::size_t m, const std::byte* data, std::byte*) {
       const auto [f, l] = s.recv_range(m);
       if (!lands_in_out) k.copy(out.data() + f, data, (l - f) * sizeof(T));
       // Passed on as it is: from `out` when registered, else copied to a slot by the ring.
       return detail::absorbed{.as_is = io.out == nullptr, .route = route(f, l)};
-    });
+    };
+    if (!zero_copy) return detail::run_ring(c, k, s, sizeof(T), produce, absorb);
+    detail::output_exchange side(c, io, out.size_bytes(), [](std::size_t) { return true; });
+    if (auto r = side.start(); !r) return r;
+    return detail::run_ring(c, k, s, sizeof(T), produce, absorb, side);
   });
 }
 

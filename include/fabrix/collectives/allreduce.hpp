@@ -79,15 +79,15 @@ result<void> allreduce_ring(communicator<P>& c, K& k, std::span<const T> in, std
   const auto s = schedule_for<T>(c, 0, 2 * static_cast<std::size_t>(n) - 2, in.size(), ring_schedule::layout::vector);
   const std::size_t last_reduce = static_cast<std::size_t>(n) - 2;
   zero_copy_io<P> io;  // nothing registered: the slots throughout
-  if (zero_copy_applies(c, in.size_bytes()))
-    if (auto r = prepare_zero_copy(c, io, in.data(), in.size_bytes(), out.data(), out.size_bytes(), sizeof(T)); !r) return r;
+  const bool zero_copy = zero_copy_applies(c, in.size_bytes());
+  if (zero_copy) find_registered(c, io, in.data(), in.size_bytes(), out.data(), out.size_bytes(), sizeof(T));
   const bool lands_in_out = io.out != nullptr;  // the left neighbour writes the allgather half into `out`
   auto produce = [&](std::size_t m, std::byte* slot) {
     if (io.in == nullptr) return copy_send_range(s, k, in.data())(m, slot);
     const auto [f, l] = s.send_range(m);
     return chunk_route{.from = io.input(f, l), .to = std::nullopt};
   };
-  return run_ring(c, k, s, sizeof(T), produce, [&](std::size_t m, const std::byte* data, std::byte* next) {
+  auto absorb = [&](std::size_t m, const std::byte* data, std::byte* next) {
     const auto [f, l] = s.recv_range(m);
     const std::size_t g = s.step(m);
     const std::size_t bytes = (l - f) * sizeof(T);
@@ -112,7 +112,12 @@ result<void> allreduce_ring(communicator<P>& c, K& k, std::span<const T> in, std
     if (io.out != nullptr)
       return absorbed{.as_is = false, .route = {.from = io.output(f, l), .to = io.right_output(f, l)}};
     return absorbed{.as_is = true, .route = {.from = std::nullopt, .to = io.right_output(f, l)}};  // passed on as it is
-  });
+  };
+  if (!zero_copy) return run_ring(c, k, s, sizeof(T), produce, absorb);
+  // Messages of the allgather half may go into the right neighbour's output.
+  output_exchange side(c, io, in.size_bytes(), [&](std::size_t m) { return s.step(m) >= last_reduce + 1; });
+  if (auto r = side.start(); !r) return r;
+  return run_ring(c, k, s, sizeof(T), produce, absorb, side);
 }
 
 }  // namespace detail

@@ -116,6 +116,12 @@ struct absorbed {
   chunk_route route{};
 };
 
+// run_ring's side hook when there is nothing besides the ring.
+struct no_side {
+  result<bool> poll() const { return false; }
+  bool ready(std::size_t) const noexcept { return true; }
+};
+
 // run_ring's producer for messages built from local data: copies message
 // m's send range of `src` into its send slot. `s` and `k` must outlive it.
 template <class T, class K>
@@ -140,9 +146,14 @@ auto copy_send_range(const ring_schedule& s, K& k, const T* src) {
 //     leaves `next` alone, and the ring copies m there, or with
 //     options::forward_received (and no route) writes it on from its
 //     receive slot (communicator::forward, no copy).
-template <provider P, class K, class Produce, class Absorb>
+//   side: messages the ring waits on besides its own (zero_copy.hpp's
+//     output_exchange): side.poll() handles any that arrived (result<bool>:
+//     anything moved) and runs first in every pass, so a side message ahead
+//     of ring data on a channel is always taken first; message m is sent
+//     only once side.ready(m).
+template <provider P, class K, class Produce, class Absorb, class Side = no_side>
 result<void> run_ring(communicator<P>& c, K& k, const ring_schedule& s, std::size_t elem_size, Produce&& produce,
-                      Absorb&& absorb) {
+                      Absorb&& absorb, Side&& side = Side{}) {
   const int right = (c.rank() + 1) % c.size();
   const int left = (c.rank() - 1 + c.size()) % c.size();
   const std::size_t total = s.total();
@@ -151,8 +162,10 @@ result<void> run_ring(communicator<P>& c, K& k, const ring_schedule& s, std::siz
   std::size_t next_recv = 0;
   auto bytes_of = [&](std::pair<std::size_t, std::size_t> r) { return (r.second - r.first) * elem_size; };
   while (next_send < total || next_recv < total) {
-    bool moved = false;
-    while (next_send < total && s.step(next_send) == 0 && c.can_send(right)) {
+    auto polled = side.poll();
+    if (!polled) return unexpected(std::move(polled).error());
+    bool moved = *polled;
+    while (next_send < total && s.step(next_send) == 0 && c.can_send(right) && side.ready(next_send)) {
       const chunk_route route = produce(next_send, c.send_slot(right));
       if (auto r = k.ready(); !r) return c.fail(r.error());
       if (auto r = c.post(right, bytes_of(s.send_range(next_send)), route); !r) return r;
@@ -166,7 +179,7 @@ result<void> run_ring(communicator<P>& c, K& k, const ring_schedule& s, std::siz
       const std::size_t want = bytes_of(s.recv_range(next_recv));
       if (got != want) return c.size_mismatch(left, got, want);
       const bool forwards = s.step(next_recv) + 1 < s.steps;
-      if (forwards && (next_send != next_recv + s.lag || !c.can_send(right))) break;
+      if (forwards && (next_send != next_recv + s.lag || !c.can_send(right) || !side.ready(next_send))) break;
       std::byte* next = forwards ? c.send_slot(right) : nullptr;
       const absorbed done = absorb(next_recv, data, next);
       const bool forward = forwards && done.as_is && c.opts().forward_received && !done.route.from && !done.route.to;

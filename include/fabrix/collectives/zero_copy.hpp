@@ -38,7 +38,8 @@ inline constexpr std::size_t max_output_message =
 
 template <provider P>
 bool zero_copy_applies(const communicator<P>& c, std::size_t bytes) noexcept {
-  return c.device() == nullptr && bytes >= c.opts().zero_copy_min_bytes && c.opts().chunk_bytes >= max_output_message;
+  return c.device() == nullptr && bytes > 0 && bytes >= c.opts().zero_copy_min_bytes &&
+         c.opts().chunk_bytes >= max_output_message;
 }
 
 // One call's registered buffers: this rank's input and output (null when
@@ -91,57 +92,74 @@ result<void> read_output_message(communicator<P>& c, int peer, std::span<const s
   return {};
 }
 
-// The call's exchange: tells the left neighbour where this rank's output is
-// (if registered) and learns the right neighbour's. Returns once both are
-// done; on error the communicator is broken.
-template <provider P>
-result<void> exchange_outputs(communicator<P>& c, zero_copy_io<P>& io, std::size_t call_bytes) {
-  const int left = (c.rank() - 1 + c.size()) % c.size();
-  const int right = (c.rank() + 1) % c.size();
-  const auto until = c.deadline();
-  bool sent = false, heard = false;
-  while (!sent || !heard) {
-    bool moved = false;
-    if (!sent && c.can_send(left)) {
-      std::size_t len = 0;
-      if (io.out != nullptr) {
-        std::byte* slot = c.send_slot(left);
-        std::memcpy(slot, "FBXO", 4);
-        fabrix::detail::le_writer w(slot + 4);
-        w.put<std::uint32_t>(0);
-        w.put<std::uint64_t>(io.out_at);
-        w.put<std::uint64_t>(call_bytes);
-        const remote_buffer& rb = io.out->remote();
-        if (!rb.encode_to(std::span<std::byte>(slot + output_header_bytes, c.opts().chunk_bytes - output_header_bytes)))
-          return c.fail(status::invalid_argument, "the output's registration does not fit one chunk");
-        len = output_header_bytes + rb.encoded_size();
-      }
-      if (auto r = c.post(left, len); !r) return r;
-      sent = moved = true;
+// The call's exchange, run alongside the ring (run_ring's side hook), so
+// that nothing waits for it but the chunks that need the right neighbour's
+// output: posts this rank's message to the left neighbour at once (before
+// any ring data, which matters with two ranks, where left and right are
+// the same channel), then reads the right neighbour's when it lands.
+template <provider P, class NeedsRight>
+class output_exchange {
+ public:
+  // `needs_right(m)`: message m is written to the right neighbour's output
+  // if it registered one, so it waits for its message.
+  output_exchange(communicator<P>& c, zero_copy_io<P>& io, std::size_t call_bytes, NeedsRight needs_right)
+      : c_(c), io_(io), call_bytes_(call_bytes), needs_right_(needs_right) {}
+
+  // Posts this rank's message (waiting only for a credit to the left neighbour).
+  result<void> start() {
+    const int left = (c_.rank() - 1 + c_.size()) % c_.size();
+    const auto until = c_.deadline();
+    while (!c_.can_send(left))
+      if (auto r = c_.advance(false, until); !r) return r;
+    std::size_t len = 0;
+    if (io_.out != nullptr) {
+      std::byte* slot = c_.send_slot(left);
+      std::memcpy(slot, "FBXO", 4);
+      fabrix::detail::le_writer w(slot + 4);
+      w.put<std::uint32_t>(0);
+      w.put<std::uint64_t>(io_.out_at);
+      w.put<std::uint64_t>(call_bytes_);
+      const remote_buffer& rb = io_.out->remote();
+      if (!rb.encode_to(std::span<std::byte>(slot + output_header_bytes, c_.opts().chunk_bytes - output_header_bytes)))
+        return c_.fail(status::invalid_argument, "the output's registration does not fit one chunk");
+      len = output_header_bytes + rb.encoded_size();
     }
-    std::size_t got = 0;
-    if (const std::byte* m = heard ? nullptr : c.landed(right, got); m != nullptr) {
-      if (auto r = read_output_message(c, right, std::span<const std::byte>(m, got), call_bytes, io); !r) return r;
-      c.consume(right);
-      heard = moved = true;
-    }
-    if (auto r = c.advance(moved, until); !r) return r;
+    return c_.post(left, len);
   }
-  return {};
-}
+  result<bool> poll() {
+    if (heard_) return false;
+    const int right = (c_.rank() + 1) % c_.size();
+    std::size_t got = 0;
+    const std::byte* m = c_.landed(right, got);
+    if (m == nullptr) return false;
+    if (auto r = read_output_message(c_, right, std::span<const std::byte>(m, got), call_bytes_, io_); !r)
+      return unexpected(std::move(r).error());
+    c_.consume(right);
+    heard_ = true;
+    return true;
+  }
+  bool ready(std::size_t m) const { return heard_ || !needs_right_(m); }
+  bool heard() const noexcept { return heard_; }
+
+ private:
+  communicator<P>& c_;
+  zero_copy_io<P>& io_;
+  std::size_t call_bytes_;
+  NeedsRight needs_right_;
+  bool heard_ = false;
+};
 
 // Fills io for a call on `in` (null: not sent from directly) and `out`
-// (elements of `elem` bytes) and runs the exchange. `out_bytes` is what
-// the neighbours compare: the same on every rank.
+// (elements of `elem` bytes). `out_bytes` is what the neighbours compare:
+// the same on every rank.
 template <provider P>
-result<void> prepare_zero_copy(communicator<P>& c, zero_copy_io<P>& io, const void* in, std::size_t in_bytes, void* out,
-                               std::size_t out_bytes, std::size_t elem) {
+void find_registered(communicator<P>& c, zero_copy_io<P>& io, const void* in, std::size_t in_bytes, void* out,
+                     std::size_t out_bytes, std::size_t elem) {
   io.elem = elem;
   io.in = in == nullptr ? nullptr : c.registered(in, in_bytes);
   if (io.in != nullptr) io.in_at = static_cast<std::size_t>(static_cast<const std::byte*>(in) - io.in->data());
   io.out = c.registered(out, out_bytes);
   if (io.out != nullptr) io.out_at = static_cast<std::size_t>(static_cast<std::byte*>(out) - io.out->data());
-  return exchange_outputs(c, io, out_bytes);
 }
 
 }  // namespace fabrix::coll::detail
