@@ -2,8 +2,10 @@
 // straight from the caller's registered input and output
 // (communicator::register_memory) and, where they carry finished data,
 // straight into the right neighbour's registered output, instead of being
-// copied into a send slot and out of a receive slot. Each rank decides for itself from what it registered; its
-// left neighbour learns where to write from one message per call.
+// copied into a send slot and out of a receive slot. Each rank decides for
+// itself from what it registered; its left neighbour learns where to write
+// from one message per call, read while the ring already runs
+// (output_exchange): only the chunks that may go into that output wait.
 //
 // The message (little endian), sent at the start of the call to the left
 // neighbour on their channel (the ring's data goes the other way on it):
@@ -13,11 +15,12 @@
 //          remote_buffer (remote_buffer.hpp).
 // The receiver checks it like any peer input: a malformed message, a call
 // size other than its own, or a range outside the registration fails the
-// call (and the communicator) with an error, and writes nothing.
+// call (and the communicator) with an error, and writes nothing there.
 //
-// Used only when every rank can tell it is: host memory, a call (its output)
-// of at least options::zero_copy_min_bytes, and chunks large enough for the message
-// (all of which the ranks agree on), so all ranks exchange or none does.
+// Used only when every rank can tell it is: host memory, a non-empty call
+// (its output) of at least options::zero_copy_min_bytes, and chunks large
+// enough for the message (all of which the ranks agree on), so all ranks
+// exchange or none does.
 #pragma once
 
 #include <fabrix/collectives/communicator.hpp>
