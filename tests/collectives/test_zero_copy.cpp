@@ -134,18 +134,11 @@ void broken_neighbour(Forge forge, const char* expect) {
       std::chrono::seconds(60), [](int) { return fxt::ending::exit_ok; });
 }
 
-// An honest message for `v`'s registration, at `offset` bytes into it and
-// for a call of `bytes`.
-std::size_t honest(fxc::comm_t& comm, std::byte* slot, std::uint64_t offset, std::uint64_t bytes,
+// An honest message for a registration, at `offset` bytes into it and for
+// a call of `bytes`.
+std::size_t honest(fxc::comm_t&, std::byte* slot, std::uint64_t offset, std::uint64_t bytes,
                    const fabrix::remote_buffer& rb) {
-  (void)comm;
-  std::memcpy(slot, "FBXO", 4);
-  fabrix::detail::le_writer w(slot + 4);
-  w.put<std::uint32_t>(0);
-  w.put<std::uint64_t>(offset);
-  w.put<std::uint64_t>(bytes);
-  rb.encode_to(std::span<std::byte>(slot + 24, 1000));
-  return 24 + rb.encoded_size();
+  return fabrix::coll::detail::write_output_message(std::span<std::byte>(slot, 1024), offset, bytes, rb);
 }
 
 }  // namespace

@@ -72,6 +72,20 @@ struct zero_copy_io {
   }
 };
 
+// Writes the message for an output `offset` bytes into registration `rb`
+// and a call of `call_bytes`; returns its length, 0 when `to` is too small.
+inline std::size_t write_output_message(std::span<std::byte> to, std::uint64_t offset, std::uint64_t call_bytes,
+                                        const remote_buffer& rb) noexcept {
+  if (to.size() < output_header_bytes + rb.encoded_size()) return 0;
+  std::memcpy(to.data(), "FBXO", 4);
+  fabrix::detail::le_writer w(to.data() + 4);
+  w.put<std::uint32_t>(0);
+  w.put<std::uint64_t>(offset);
+  w.put<std::uint64_t>(call_bytes);
+  if (!rb.encode_to(to.subspan(output_header_bytes))) return 0;
+  return output_header_bytes + rb.encoded_size();
+}
+
 // Reads the output message from `peer` into io. Errors name the peer.
 template <provider P>
 result<void> read_output_message(communicator<P>& c, int peer, std::span<const std::byte> m, std::size_t call_bytes,
@@ -116,16 +130,9 @@ class output_exchange {
       if (auto r = c_.advance(false, until); !r) return r;
     std::size_t len = 0;
     if (io_.out != nullptr) {
-      std::byte* slot = c_.send_slot(left);
-      std::memcpy(slot, "FBXO", 4);
-      fabrix::detail::le_writer w(slot + 4);
-      w.put<std::uint32_t>(0);
-      w.put<std::uint64_t>(io_.out_at);
-      w.put<std::uint64_t>(call_bytes_);
-      const remote_buffer& rb = io_.out->remote();
-      if (!rb.encode_to(std::span<std::byte>(slot + output_header_bytes, c_.opts().chunk_bytes - output_header_bytes)))
-        return c_.fail(status::invalid_argument, "the output's registration does not fit one chunk");
-      len = output_header_bytes + rb.encoded_size();
+      len = write_output_message(std::span<std::byte>(c_.send_slot(left), c_.opts().chunk_bytes), io_.out_at,
+                                 call_bytes_, io_.out->remote());
+      if (len == 0) return c_.fail(status::invalid_argument, "the output's registration does not fit one chunk");
     }
     return c_.post(left, len);
   }
