@@ -224,3 +224,20 @@ TEST_CASE("collectives: a neighbour's bad output address fails the call, writes 
         "mismatched collective calls");
   }
 }
+
+TEST_CASE("collectives: a registration handle that outlives its communicator is empty, not dangling") {
+  fxt::run_ranks(2, [](int, fabrix::bootstrap& boot) {
+    auto dom = fxt::open_static();
+    std::vector<double> v(1024, 1.0);
+    fabrix::coll::registered_memory<fxc::P> reg;
+    {
+      auto comm = fxt::must(fxc::comm_t::create(dom, boot, zero_copy_chunks()), "communicator::create");
+      reg = fxt::must(comm.register_memory(std::span(v)), "register");
+      FX_CHECK(comm.registered(v.data(), v.size() * sizeof(double)) != nullptr);
+      fxc::check_ok(fabrix::coll::allreduce(comm, std::span<double>(v), reduce_op::sum), "allreduce");
+      (void)boot.barrier();
+    }
+    reg.reset();  // the communicator (and its registrations) are gone: nothing to do, nothing touched
+    FX_CHECK(v[0] == 2.0);
+  });
+}

@@ -142,12 +142,13 @@ class communicator {
   // scratch. Not collective: each rank registers its own buffers, and each
   // call tells its ring neighbour where its output is. Registration costs
   // what the provider's does: register a buffer once and reuse it, never per
-  // call. The handle (registered.hpp) deregisters when destroyed; it must not
-  // outlive the communicator or be destroyed during a call.
+  // call. The handle (registered.hpp) deregisters when destroyed (between
+  // calls), or when the communicator is destroyed.
   result<registered_memory<P>> register_memory(void* addr, std::size_t bytes) {
     auto mr = dom().register_memory(addr, bytes, memory(), access::remote_write);
     if (!mr) return unexpected(std::move(mr).error());
-    return registered_memory<P>(registry_.get(), registry_->add(std::move(*mr)));
+    const std::uint64_t id = registry_->add(std::move(*mr));
+    return registered_memory<P>(registry_, id);
   }
   template <class T>
   result<registered_memory<P>> register_memory(std::span<T> buf) {
@@ -319,7 +320,7 @@ class communicator {
   static constexpr std::uint64_t greet_round = 31;  // dissemination rounds use 0..10
 
   communicator(detail::mesh<P> m, const options& o)
-      : mesh_(std::move(m)), opts_(o), registry_(std::make_unique<detail::registry<P>>()) {
+      : mesh_(std::move(m)), opts_(o), registry_(std::make_shared<detail::registry<P>>()) {
     channels_.reserve(static_cast<std::size_t>(size()));
     for (int r = 0; r < size(); ++r) channels_.emplace_back(o.slots);
     work_.resize(4 * static_cast<std::size_t>(size()));
@@ -345,10 +346,10 @@ class communicator {
   std::vector<detail::channel> channels_;
   std::vector<std::uint64_t> work_;
   detail::liveness live_;
-  // Behind a pointer so that handles keep pointing at it when the
-  // communicator moves. Declared after mesh_: the registrations go before
-  // the domain's other resources.
-  std::unique_ptr<detail::registry<P>> registry_;
+  // Shared with the handles (weakly), so that they keep finding it when the
+  // communicator moves and find nothing once it is gone. Declared after
+  // mesh_: the registrations are released before the mesh's.
+  std::shared_ptr<detail::registry<P>> registry_;
   std::uint64_t direct_chunks_ = 0;
   std::uint64_t barrier_epoch_ = 0;
 };

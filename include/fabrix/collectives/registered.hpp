@@ -4,9 +4,9 @@
 // (zero_copy.hpp). The registry is what the communicator keeps; the handle
 // is what the user holds.
 //
-// Lifetime: a handle deregisters its buffer when destroyed. It must not
-// outlive its communicator, and must not be destroyed while a collective
-// call of that communicator runs (calls are blocking, so: between calls).
+// Lifetime: a handle deregisters its buffer when destroyed, or when its
+// communicator is (a handle that outlives it is then empty). The buffer
+// must stay allocated while registered.
 // Threading: as the communicator, one thread at a time.
 #pragma once
 
@@ -63,13 +63,14 @@ template <provider P>
 class registered_memory {
  public:
   registered_memory() = default;
-  registered_memory(detail::registry<P>* r, std::uint64_t id) noexcept : registry_(r), id_(id) {}
+  registered_memory(std::weak_ptr<detail::registry<P>> r, std::uint64_t id) noexcept
+      : registry_(std::move(r)), id_(id) {}
   registered_memory(registered_memory&& o) noexcept
-      : registry_(std::exchange(o.registry_, nullptr)), id_(std::exchange(o.id_, 0)) {}
+      : registry_(std::exchange(o.registry_, {})), id_(std::exchange(o.id_, 0)) {}
   registered_memory& operator=(registered_memory&& o) noexcept {
     if (this != &o) {
       reset();
-      registry_ = std::exchange(o.registry_, nullptr);
+      registry_ = std::exchange(o.registry_, {});
       id_ = std::exchange(o.id_, 0);
     }
     return *this;
@@ -78,14 +79,15 @@ class registered_memory {
   registered_memory& operator=(const registered_memory&) = delete;
   ~registered_memory() { reset(); }
 
-  // Deregisters now (the same as destroying the handle).
+  // Deregisters now (the same as destroying the handle). Not during a
+  // collective call of its communicator (calls are blocking: between calls).
   void reset() noexcept {
-    if (registry_ != nullptr) registry_->remove(id_);
-    registry_ = nullptr;
+    if (auto r = registry_.lock()) r->remove(id_);
+    registry_.reset();
   }
 
  private:
-  detail::registry<P>* registry_ = nullptr;
+  std::weak_ptr<detail::registry<P>> registry_;
   std::uint64_t id_ = 0;
 };
 
