@@ -162,14 +162,20 @@ inline status start(domain_state& d, op_slot* op, int& native) {
 }
 
 // Starts the peer's parked operations in order; a write_with_imm or flush
-// at the front waits until nothing earlier is in flight.
+// at the front waits until nothing earlier is in flight. The front is
+// unlinked before start(): a flush completes inside start(), and giving its
+// slot back clears its link, which used to drop every operation parked
+// behind it (accepted with ok, never posted, never completed).
 inline void drain(domain_state& d, peer_state& p) {
   while (op_slot* op = p.parked.head) {
     if (needs_quiet(op->c.op) && p.inflight > 0) return;
+    p.parked.pop_front();
     int native = 0;
     const status s = start(d, op, native);
-    if (s == status::again) return;  // the send queue is full: retry on the next poll
-    p.parked.pop_front();
+    if (s == status::again) {  // the send queue is full: retry on the next poll
+      p.parked.push_front(op);
+      return;
+    }
     if (s != status::ok) finish(d, op, s, native);  // refused by libfabric: an error completion
   }
 }
