@@ -16,7 +16,12 @@ namespace fabrix::coll::detail {
 
 struct liveness {
   using clock = std::chrono::steady_clock;
-  static constexpr int spin_polls = 64;                      // idle polls before the checks below
+  // Idle polls that return at once, before idle() checks the clock and
+  // yields the core. One: with more ranks than cores (4 on 2 here), a rank
+  // that polls without yielding keeps the one it waits for off the CPU;
+  // 64 such polls measured 10-25% less allreduce bandwidth from 256 KiB to
+  // 16 MiB (perf/results/2026-11-30/coll-allreduce.txt).
+  static constexpr int spin_polls = 1;
   static constexpr std::chrono::milliseconds wait_slice{5};  // a bound on any missed wake-up
 
   std::optional<error> failure;   // set once; the communicator is broken from then on
