@@ -11,9 +11,9 @@
 // notification, never by polling memory. Nothing is registered or allocated
 // per call: the scratch (options.hpp: scratch_bytes) is registered once. It
 // is host memory, or device memory with options::device (device_kernels.hpp).
-// Buffers the user registers (register_memory) let allreduce write chunks
-// from and into them directly (zero_copy.hpp), skipping the local copies
-// through the slots; the slots' credits still pace every chunk.
+// Buffers the user registers (register_memory) let allreduce and allgather
+// write chunks from and into them directly (zero_copy.hpp), skipping the
+// local copies through the slots; the slots' credits still pace every chunk.
 //
 // Errors (liveness.hpp): a collective returns an error result instead of
 // hanging: a dead peer (an operation to it fails, or a probe flush does
@@ -137,9 +137,9 @@ class communicator {
   result<void> barrier();
 
   // Registers [addr, addr + bytes) of memory() with the domain so that
-  // allreduce calls whose input or output lie inside it write chunks straight
-  // from and into it (zero_copy.hpp) instead of copying them through the
-  // scratch. Not collective: each rank registers its own buffers, and each
+  // allreduce (input, output) and allgather (output) calls on buffers
+  // inside it write chunks straight from and into it (zero_copy.hpp)
+  // instead of copying them through the scratch. Not collective: each rank registers its own buffers, and each
   // call tells its ring neighbour where its output is. Registration costs
   // what the provider's does: register a buffer once and reuse it, never per
   // call. The handle (registered.hpp) deregisters when destroyed (between
