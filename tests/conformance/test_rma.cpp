@@ -230,3 +230,32 @@ TEST_CASE_TEMPLATE("conformance: flush completes after every earlier operation i
     }
   });
 }
+
+TEST_CASE_TEMPLATE("conformance: operations posted behind a flush still complete", P, FX_PROVIDERS) {
+  // A flush posted while a write is in flight may be held back by the
+  // provider, and what is posted after it queues behind it; when the flush
+  // goes out, everything behind it must too (ofi's drain() once dropped it).
+  fxt::with_ranks<P>(2, [](fxt::rank_env<P>& env) {
+    constexpr std::size_t big = 1 << 20, each = 4096, behind = 8;
+    std::vector<std::byte> target(big + behind * each), src(big + behind * each);
+    auto mt = env.reg(target);
+    auto ms = env.reg(src, access::local);
+    auto peers = env.share(mt);
+    if (env.rank == 0) {
+      fxt::fill(src.data(), src.size(), 21);
+      FX_CHECK_STATUS(env.qps[1].write(ms.slice(0, big), peers[1].slice(0, big), 1), status::ok);
+      FX_CHECK_STATUS(env.qps[1].flush(2), status::ok);
+      for (std::size_t i = 0; i < behind; ++i) {
+        const std::size_t at = big + i * each;
+        FX_CHECK_STATUS(env.qps[1].write(ms.slice(at, each), peers[1].slice(at, each), 10 + i), status::ok);
+      }
+      FX_CHECK_STATUS(env.qps[1].flush(3), status::ok);
+      FX_CHECK_STATUS(env.qps[1].write_with_imm(ms.slice(0, 0), peers[1].slice(0, 0), done_imm, 4), status::ok);
+      for (std::uint64_t t : {1, 2, 3, 4}) FX_CHECK(env.next_token(t).status == status::ok);
+      for (std::size_t i = 0; i < behind; ++i) FX_CHECK(env.next_token(10 + i).status == status::ok);
+    } else {
+      env.next([](const completion& x) { return is_notify(x, done_imm); });
+      FX_CHECK(fxt::first_mismatch(target.data(), target.size(), 21) == target.size());
+    }
+  });
+}
