@@ -147,6 +147,10 @@ TEST_CASE("collectives: a failing device kernel breaks the communicator on every
   o.device = &k;
   fxc::with_comm(3, o, [&k](fxc::comm_t& comm, int rank, int) {
     std::vector<float> v(5000, 1.0f);
+    // Every rank is past create() before rank 1 fails (else a slow rank's
+    // create() can be the call that hears the abort); the barrier itself
+    // may already see it on a slow rank, which the allreduce then reports.
+    (void)comm.barrier();
     if (rank == 1) k.fail_ready_at = k.readies + 3;
     auto r = fabrix::coll::allreduce(comm, std::span<float>(v), reduce_op::sum);
     if (r) fxt::rank_fail("allreduce succeeded despite a failed kernel", __FILE__, __LINE__);
