@@ -3,8 +3,13 @@
 //
 //   mpirun -np 4 build/perf/coll/coll-perf [--op allreduce] [--min 8] [--max 256M]
 //
-// For each size, both implementations run `iters` timed calls after a warm-up
-// call; the time of a size is the slowest rank's average. Sizes and
+// For each size, after a warm-up call each, the two implementations take
+// turns: `rounds` rounds, each a batch of fabrix calls then a batch of MPI
+// calls. A batch's time is the slowest rank's average per call; a size
+// reports the median batch time of each, and the ratio column is the median
+// of the per-round ratios with their 25th and 75th percentiles (rounds pair
+// each fabrix batch with the MPI batch next to it in time, so load that
+// comes and goes on the machine hits both sides alike). Sizes and
 // bandwidths follow nccl-tests: size is the vector (allreduce), the whole
 // output (allgather), the whole input (reduce_scatter) or one rank's send
 // buffer (alltoall); algbw = size / time; busbw = algbw * 2(n-1)/n for
@@ -20,6 +25,7 @@
 #include <fabrix/ucx.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -39,6 +45,7 @@ struct config {
   std::size_t max_bytes = std::size_t{256} << 20;
   std::size_t factor = 2;
   int max_iters = 50;
+  int rounds = 5;
   bool check = true;
   bool registered = false;
   std::string transport;
@@ -69,6 +76,8 @@ bool parse(int argc, char** argv, config& c) {
       c.factor = std::max<std::size_t>(2, parse_size(v));
     } else if (a == "--iters" && v) {
       c.max_iters = std::max(1, std::atoi(v));
+    } else if (a == "--rounds" && v) {
+      c.rounds = std::max(1, std::atoi(v));
     } else if (a == "--chunk" && v) {
       c.opts.chunk_bytes = parse_size(v);
     } else if (a == "--slots" && v) {
@@ -92,16 +101,46 @@ bool parse(int argc, char** argv, config& c) {
   return true;
 }
 
-// Slowest rank's average seconds per call of `fn`, after one warm-up call.
-double time_calls(int iters, const std::function<bool()>& fn) {
-  if (!fn()) return -1;
+// Slowest rank's average seconds per call over `calls` calls of `fn`;
+// negative when a call failed.
+double time_batch(int calls, const std::function<bool()>& fn) {
   MPI_Barrier(MPI_COMM_WORLD);
   const double t0 = MPI_Wtime();
-  for (int i = 0; i < iters; ++i)
-    if (!fn()) return -1;
-  double mine = (MPI_Wtime() - t0) / iters, worst = 0;
+  bool ok = true;
+  for (int i = 0; i < calls && ok; ++i) ok = fn();
+  double mine = ok ? (MPI_Wtime() - t0) / calls : -1, worst = 0, least = 0;
   MPI_Allreduce(&mine, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return worst;
+  MPI_Allreduce(&mine, &least, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+  return least < 0 ? -1 : worst;
+}
+
+// Nearest-rank percentile q (0..1) of `v` (not empty).
+double percentile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size())));
+  return v[std::clamp<std::size_t>(rank, 1, v.size()) - 1];
+}
+
+struct timing {
+  double fabrix = 0, mpi = 0;           // median seconds per call
+  double ratio = 0, ratio_lo = 0, ratio_hi = 0;  // fabrix speed / MPI speed: median, p25, p75 over rounds
+};
+
+// Alternating batches of `fab` and `mpi` (see the top of the file); false
+// when a fabrix call failed.
+bool time_pair(int rounds, int calls, const std::function<bool()>& fab, const std::function<bool()>& mpi,
+               timing& t) {
+  if (!fab() || !mpi()) return false;  // warm-up
+  std::vector<double> tf, tm, ratio;
+  for (int r = 0; r < rounds; ++r) {
+    tf.push_back(time_batch(calls, fab));
+    tm.push_back(time_batch(calls, mpi));
+    if (tf.back() < 0 || tm.back() < 0) return false;
+    ratio.push_back(tm.back() / tf.back());
+  }
+  t = {percentile(tf, 0.5), percentile(tm, 0.5), percentile(ratio, 0.5), percentile(ratio, 0.25),
+       percentile(ratio, 0.75)};
+  return true;
 }
 
 struct buffers {
@@ -128,7 +167,9 @@ int run(const config& cfg, int rank, int n) {
     std::printf("# coll-perf: %d ranks; fabrix: %s, chunk %zu B, %u slots%s%s; MPI: %s\n", n, dom->describe().c_str(),
                 cfg.opts.chunk_bytes, cfg.opts.slots, cfg.opts.forward_received ? ", forwarding" : "",
                 cfg.registered ? ", registered buffers" : "", "OpenMPI (its default algorithms and transports)");
-    std::printf("# busbw as nccl-tests; ratio = fabrix busbw / MPI busbw; times are the slowest rank's average\n");
+    std::printf("# busbw as nccl-tests; %d rounds of alternating batches; times: median batch (slowest rank's "
+                "average per call); ratio = fabrix busbw / MPI busbw, median and p25-p75 over rounds\n",
+                cfg.rounds);
   }
   const double un = n;
   bool all_ok = true;
@@ -139,8 +180,8 @@ int run(const config& cfg, int rank, int n) {
     const double bus = is_ar ? 2 * (un - 1) / un : (un - 1) / un;
     if (rank == 0) {
       std::printf("\n# %s\n", op.c_str());
-      std::printf("%12s %10s | %10s %9s %9s | %10s %9s %9s | %6s %s\n", "size(B)", "count", "fabrix(us)", "algbw",
-                  "busbw", "MPI(us)", "algbw", "busbw", "ratio", "check");
+      std::printf("%12s %10s | %10s %9s %9s | %10s %9s %9s | %6s %11s %s\n", "size(B)", "count", "fabrix(us)",
+                  "algbw", "busbw", "MPI(us)", "algbw", "busbw", "ratio", "p25-p75", "check");
     }
     for (std::size_t size = cfg.min_bytes; size <= cfg.max_bytes; size *= cfg.factor) {
       // Elements per rank block (allgather, reduce_scatter, alltoall) or in the vector (allreduce).
@@ -208,13 +249,14 @@ int run(const config& cfg, int rank, int n) {
         same = all_same;
         all_ok = all_ok && same;
       }
-      const double tf = time_calls(iters, fab);
-      if (tf < 0) return fail(op.c_str(), comm->health().error());
-      const double tm = time_calls(iters, mpi);
+      timing t;
+      const int calls = std::max(1, (iters + cfg.rounds - 1) / cfg.rounds);
+      if (!time_pair(cfg.rounds, calls, fab, mpi, t)) return fail(op.c_str(), comm->health().error());
       if (rank == 0) {
-        const double af = bytes / tf / 1e9, am = bytes / tm / 1e9;
-        std::printf("%12zu %10zu | %10.1f %9.3f %9.3f | %10.1f %9.3f %9.3f | %6.2f %s\n", bytes, total, tf * 1e6, af,
-                    af * bus, tm * 1e6, am, am * bus, af / am, cfg.check ? (same ? "ok" : "MISMATCH") : "-");
+        const double af = bytes / t.fabrix / 1e9, am = bytes / t.mpi / 1e9;
+        std::printf("%12zu %10zu | %10.1f %9.3f %9.3f | %10.1f %9.3f %9.3f | %6.2f %5.2f-%-5.2f %s\n", bytes, total,
+                    t.fabrix * 1e6, af, af * bus, t.mpi * 1e6, am, am * bus, t.ratio, t.ratio_lo, t.ratio_hi,
+                    cfg.check ? (same ? "ok" : "MISMATCH") : "-");
         std::fflush(stdout);
       }
     }
@@ -235,7 +277,7 @@ int main(int argc, char** argv) {
     if (rank == 0)
       std::fprintf(stderr,
                    "usage: coll-perf [--op all|allreduce|allgather|reduce_scatter|alltoall] [--min B] [--max B] "
-                   "[--factor F] [--iters N] [--chunk B] [--slots N] [--forward] [--registered] [--transport UCX_TLS] "
+                   "[--factor F] [--iters N] [--rounds R] [--chunk B] [--slots N] [--forward] [--registered] [--transport UCX_TLS] "
                    "[--no-check]\n");
     MPI_Finalize();
     return 2;
