@@ -122,14 +122,13 @@ double percentile(std::vector<double> v, double q) {
 }
 
 struct timing {
-  double fabrix = 0, mpi = 0;           // median seconds per call
+  double fabrix = 0, mpi = 0;                    // median seconds per call
   double ratio = 0, ratio_lo = 0, ratio_hi = 0;  // fabrix speed / MPI speed: median, p25, p75 over rounds
 };
 
 // Alternating batches of `fab` and `mpi` (see the top of the file); false
 // when a fabrix call failed.
-bool time_pair(int rounds, int calls, const std::function<bool()>& fab, const std::function<bool()>& mpi,
-               timing& t) {
+bool time_pair(int rounds, int calls, const std::function<bool()>& fab, const std::function<bool()>& mpi, timing& t) {
   if (!fab() || !mpi()) return false;  // warm-up
   std::vector<double> tf, tm, ratio;
   for (int r = 0; r < rounds; ++r) {
@@ -167,9 +166,10 @@ int run(const config& cfg, int rank, int n) {
     std::printf("# coll-perf: %d ranks; fabrix: %s, chunk %zu B, %u slots%s%s; MPI: %s\n", n, dom->describe().c_str(),
                 cfg.opts.chunk_bytes, cfg.opts.slots, cfg.opts.forward_received ? ", forwarding" : "",
                 cfg.registered ? ", registered buffers" : "", "OpenMPI (its default algorithms and transports)");
-    std::printf("# busbw as nccl-tests; %d rounds of alternating batches; times: median batch (slowest rank's "
-                "average per call); ratio = fabrix busbw / MPI busbw, median and p25-p75 over rounds\n",
-                cfg.rounds);
+    std::printf(
+        "# busbw as nccl-tests; %d rounds of alternating batches; times: median batch (slowest rank's "
+        "average per call); ratio = fabrix busbw / MPI busbw, median and p25-p75 over rounds\n",
+        cfg.rounds);
   }
   const double un = n;
   bool all_ok = true;
@@ -180,8 +180,8 @@ int run(const config& cfg, int rank, int n) {
     const double bus = is_ar ? 2 * (un - 1) / un : (un - 1) / un;
     if (rank == 0) {
       std::printf("\n# %s\n", op.c_str());
-      std::printf("%12s %10s | %10s %9s %9s | %10s %9s %9s | %6s %11s %s\n", "size(B)", "count", "fabrix(us)",
-                  "algbw", "busbw", "MPI(us)", "algbw", "busbw", "ratio", "p25-p75", "check");
+      std::printf("%12s %10s | %10s %9s %9s | %10s %9s %9s | %6s %11s %s\n", "size(B)", "count", "fabrix(us)", "algbw",
+                  "busbw", "MPI(us)", "algbw", "busbw", "ratio", "p25-p75", "check");
     }
     for (std::size_t size = cfg.min_bytes; size <= cfg.max_bytes; size *= cfg.factor) {
       // Elements per rank block (allgather, reduce_scatter, alltoall) or in the vector (allreduce).
@@ -277,7 +277,8 @@ int main(int argc, char** argv) {
     if (rank == 0)
       std::fprintf(stderr,
                    "usage: coll-perf [--op all|allreduce|allgather|reduce_scatter|alltoall] [--min B] [--max B] "
-                   "[--factor F] [--iters N] [--rounds R] [--chunk B] [--slots N] [--forward] [--registered] [--transport UCX_TLS] "
+                   "[--factor F] [--iters N] [--rounds R] [--chunk B] [--slots N] [--forward] [--registered] "
+                   "[--transport UCX_TLS] "
                    "[--no-check]\n");
     MPI_Finalize();
     return 2;

@@ -1,15 +1,17 @@
-// allreduce on buffers registered with the communicator (zero_copy.hpp):
-// every dtype and op, sizes that divide by nothing, buffers at different
-// offsets of their registrations on different ranks, and ranks that
-// registered different things (input, output, both, in place, nothing),
-// so that every route between neighbours runs. Plus the checks on a
-// neighbour's output message: malformed, truncated, outside its
-// registration, for another call size. (A forged region the provider
-// refuses at post time: tests/conformance, forged keys.)
+// Collectives on buffers registered with the communicator (zero_copy.hpp):
+// allreduce over every dtype and op, sizes that divide by nothing, buffers
+// at different offsets of their registrations on different ranks, and
+// ranks that registered different things (input, output, both, in place,
+// nothing), so that every route between neighbours runs; allgather and
+// alltoallv the same way. Plus the checks on a peer's output message:
+// malformed, truncated, outside its registration, for another call size.
+// (A forged region the provider refuses at post time: tests/conformance,
+// forged keys.)
 #include "common.hpp"
 
 #include <fabrix/collectives/zero_copy.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <span>
 
@@ -106,21 +108,76 @@ void registered_allgather(fxc::comm_t& comm, int rank, int n, std::span<const st
   }
 }
 
-// Rank 1 plays a broken neighbour: it sends rank 0 the output message that
-// `forge` writes (instead of calling allreduce). Rank 0 must fail with
+// alltoallv: mode 0 nothing registered, 1 the input, 2 the output, 3 both.
+// Pieces of 0 to 3001 elements, some under the zero-copy threshold of
+// `min_piece` bytes, with gaps between them that must stay untouched.
+template <class T>
+void registered_alltoallv(fxc::comm_t& comm, int rank, int n, std::size_t min_piece) {
+  const std::size_t lengths[] = {0, 1, 100, 511, 512, 3001};
+  const std::size_t un = static_cast<std::size_t>(n), me = static_cast<std::size_t>(rank);
+  for (int round = 0; round < 8; ++round) {
+    const std::uint64_t salt = 700 + static_cast<std::uint64_t>(round);
+    auto count = [&](std::size_t from, std::size_t to) { return lengths[(from + 2 * to + round) % 6]; };
+    auto mode = [&](std::size_t r) { return (static_cast<int>(r) + round) % 4; };
+    std::vector<std::size_t> sc(un), sd(un), rc(un), rd(un);
+    std::size_t in_len = 1, out_len = 2;  // leading gaps
+    for (std::size_t p = 0; p < un; ++p) {
+      sc[p] = count(me, p);
+      sd[p] = in_len;
+      in_len += sc[p] + 2;
+      rc[p] = count(p, me);
+      rd[p] = out_len;
+      out_len += rc[p] + 3;
+    }
+    std::vector<T> in(in_len, T(-5)), out(out_len, T(-9));
+    for (std::size_t p = 0; p < un; ++p)
+      for (std::size_t i = 0; i < sc[p]; ++i) in[sd[p] + i] = fxc::value<T>(rank, p * 100000 + i, salt);
+    fabrix::coll::registered_memory<fxc::P> reg_in, reg_out;
+    if (mode(me) & 1) reg_in = fxt::must(comm.register_memory(std::span(in)), "register input");
+    if (mode(me) & 2) reg_out = fxt::must(comm.register_memory(std::span(out)), "register output");
+    const std::uint64_t before = comm.direct_chunks();
+    fxc::check_ok(fabrix::coll::alltoallv(comm, std::span<const T>(in), std::span<const std::size_t>(sc),
+                                          std::span<const std::size_t>(sd), std::span<T>(out),
+                                          std::span<const std::size_t>(rc), std::span<const std::size_t>(rd)),
+                  "alltoallv");
+    const std::string what = "registered alltoallv round " + std::to_string(round) + ", mode " +
+                             std::to_string(mode(me)) + ", element size " + std::to_string(sizeof(T));
+    std::vector<T> want(out_len, T(-9));
+    for (std::size_t p = 0; p < un; ++p)
+      for (std::size_t i = 0; i < rc[p]; ++i)
+        want[rd[p] + i] = fxc::value<T>(static_cast<int>(p), me * 100000 + i, salt);
+    fxc::expect_elements(
+        out, [&](std::size_t i) { return want[i]; }, what);
+    // Direct chunks went out exactly for pieces over the threshold that
+    // leave from a registered input or land in a registered output.
+    bool direct = false;
+    for (std::size_t p = 0; p < un; ++p)
+      direct = direct || (p != me && sc[p] * sizeof(T) >= min_piece && ((mode(me) & 1) || (mode(p) & 2)));
+    if ((comm.direct_chunks() > before) != direct) fxt::rank_fail(what.c_str(), __FILE__, __LINE__, "unexpected route");
+  }
+}
+
+// Rank 1 plays a broken peer: it sends rank 0 the output message that
+// `forge` writes (instead of calling the collective). Rank 0's `call`
+// (default: allreduce on its registered vector) must fail with
 // invalid_argument and leave its buffer as it was.
-template <class Forge>
-void broken_neighbour(Forge forge, const char* expect) {
+auto allreduce_call = [](fxc::comm_t& comm, std::vector<double>& v) {
+  return fabrix::coll::allreduce(comm, std::span<double>(v), reduce_op::sum);
+};
+
+template <class Forge, class Call = decltype(allreduce_call)>
+void broken_neighbour(Forge forge, const char* expect, Call call = allreduce_call) {
   fxc::with_comm(
       2, zero_copy_chunks(),
       [&](fxc::comm_t& comm, int rank, int) {
         std::vector<double> v(4096, 1.0);
         auto reg = fxt::must(comm.register_memory(std::span(v)), "register");
         if (rank == 0) {
-          auto r = fabrix::coll::allreduce(comm, std::span<double>(v), reduce_op::sum);
+          auto r = call(comm, v);
           FX_CHECK(!r);
           FX_CHECK(r.code() == fabrix::status::invalid_argument);
           FX_CHECK(r.error().describe().find(expect) != std::string::npos);
+          FX_CHECK(std::all_of(v.begin(), v.end(), [](double x) { return x == 1.0; }));
           return;
         }
         while (!comm.can_send(0)) (void)comm.progress();
@@ -168,6 +225,19 @@ TEST_CASE("collectives: allgather into registered outputs, every route, 2-4 rank
   }
 }
 
+TEST_CASE("collectives: alltoallv between registered buffers, every route, 2-4 ranks") {
+  for (int n : {2, 3, 4}) {
+    CAPTURE(n);
+    // Pieces of at least 2 KiB go zero copy.
+    fabrix::coll::options o = zero_copy_chunks();
+    o.zero_copy_min_bytes = 2048 * static_cast<std::size_t>(n);
+    fxc::with_comm(n, o, [](fxc::comm_t& comm, int rank, int n) {
+      registered_alltoallv<std::int32_t>(comm, rank, n, 2048);
+      registered_alltoallv<double>(comm, rank, n, 2048);
+    });
+  }
+}
+
 TEST_CASE("collectives: registered allreduce with the default options, several MiB, 4 ranks") {
   fxc::with_comm(4, fabrix::coll::options{}, [](fxc::comm_t& comm, int rank, int n) {
     std::vector<float> x((std::size_t{1} << 20) + 7);
@@ -189,7 +259,27 @@ TEST_CASE("collectives: registered allreduce with the default options, several M
   });
 }
 
-TEST_CASE("collectives: a neighbour's bad output address fails the call, writes nothing") {
+TEST_CASE("collectives: registered alltoall with the default options, several MiB, 4 ranks") {
+  fxc::with_comm(4, fabrix::coll::options{}, [](fxc::comm_t& comm, int rank, int) {
+    const std::size_t block = (std::size_t{1} << 18) + 3;  // pieces of 1 MiB and a bit
+    std::vector<float> in(block * 4), out(block * 4, -1.0f);
+    for (std::size_t i = 0; i < in.size(); ++i) in[i] = fxc::value<float>(rank, i, 21);
+    auto reg_in = fxt::must(comm.register_memory(std::span(in)), "register input");
+    auto reg_out = fxt::must(comm.register_memory(std::span(out)), "register output");
+    const std::uint64_t before = comm.direct_chunks();
+    fxc::check_ok(fabrix::coll::alltoall(comm, std::span<const float>(in), std::span(out)), "alltoall");
+    FX_CHECK(comm.direct_chunks() > before);
+    // Block p of the output is block `rank` of rank p's input.
+    fxc::expect_elements(
+        out,
+        [&](std::size_t i) {
+          return fxc::value<float>(static_cast<int>(i / block), static_cast<std::size_t>(rank) * block + i % block, 21);
+        },
+        "alltoall of 4 MiB");
+  });
+}
+
+TEST_CASE("collectives: a peer's bad output address fails the call, writes nothing") {
   const std::uint64_t call = 4096 * sizeof(double);
   SUBCASE("malformed") {
     broken_neighbour(
@@ -222,6 +312,21 @@ TEST_CASE("collectives: a neighbour's bad output address fails the call, writes 
           return honest(comm, slot, 0, call - 8, mr->remote());
         },
         "mismatched collective calls");
+  }
+  SUBCASE("alltoall: another piece size") {
+    // Rank 0 sends rank 1 a piece of 2048 doubles and waits for where to put it.
+    broken_neighbour(
+        [&](fxc::comm_t& comm, std::byte* slot, std::vector<double>& v) {
+          auto* mr = comm.registered(v.data(), call);
+          return honest(comm, slot, 0, call / 2 - 8, mr->remote());
+        },
+        "mismatched collective calls",
+        [](fxc::comm_t& comm, std::vector<double>& v) {
+          std::vector<double> out(v.size(), 7.0);
+          auto r = fabrix::coll::alltoall(comm, std::span<const double>(v), std::span(out));
+          FX_CHECK(std::all_of(out.begin() + 2048, out.end(), [](double x) { return x == 7.0; }));  // rank 1's block
+          return r;
+        });
   }
 }
 

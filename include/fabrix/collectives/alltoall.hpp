@@ -2,11 +2,14 @@
 // every rank and receives one from every rank. Every pair of ranks talks
 // over its own channel (channel.hpp), chunk by chunk, all at once: a rank
 // sends to whichever peer has credit and drains whichever peer has data, so
-// no schedule can deadlock. Each rank sends (n-1)/n of its input.
+// no schedule can deadlock. Each rank sends (n-1)/n of its input. Pieces of
+// registered buffers (communicator::register_memory) skip the copies
+// through the slots (zero_copy.hpp).
 #pragma once
 
 #include <fabrix/collectives/communicator.hpp>
 #include <fabrix/collectives/local_kernels.hpp>
+#include <fabrix/collectives/zero_copy.hpp>
 
 #include <cstddef>
 #include <span>
@@ -17,6 +20,13 @@ namespace fabrix::coll {
 namespace detail {
 
 // The exchange itself, arguments checked, with kernel set `k`.
+//
+// Zero copy (zero_copy.hpp): a piece that qualifies (zero_copy_piece, the
+// same answer at both ends) goes out from `in` itself when `in` is
+// registered, and straight into the receiver's `out` when that is. The
+// receiver says which, in an output message that it posts on the channel
+// ahead of its own data; the sender holds that piece's chunks until it has
+// read it.
 template <provider P, class T, class K>
 result<void> alltoallv_run(communicator<P>& c, K& k, std::span<const T> in, std::span<const std::size_t> send_counts,
                            std::span<const std::size_t> send_displs, std::span<T> out,
@@ -28,13 +38,22 @@ result<void> alltoallv_run(communicator<P>& c, K& k, std::span<const T> in, std:
 
   const std::size_t chunk = c.opts().chunk_bytes / sizeof(T);
   auto chunks = [chunk](std::size_t count) { return (count + chunk - 1) / chunk; };
+  zero_copy_io<P> io;
+  find_registered(c, io, in.data(), in.size_bytes(), out.data(), out.size_bytes(), sizeof(T));
+  auto direct = [&](std::size_t count) { return zero_copy_piece(c, count * sizeof(T)); };
   std::span<std::uint64_t> sent = c.work().first(n);
   std::span<std::uint64_t> received = c.work().subspan(n, n);
+  std::span<std::uint64_t> told = c.work().subspan(4 * n, n);   // our output message is out to p (or not due)
+  std::span<std::uint64_t> heard = c.work().subspan(5 * n, n);  // p's output message is read (or not due)
+  std::span<peer_output> theirs = c.peer_outputs();
   std::size_t left = 0;
   for (std::size_t p = 0; p < n; ++p) {
     sent[p] = 0;
     received[p] = 0;
-    if (p != me) left += chunks(send_counts[p]) + chunks(recv_counts[p]);
+    told[p] = p == me || !direct(recv_counts[p]);
+    heard[p] = p == me || !direct(send_counts[p]);
+    theirs[p].registered = false;
+    if (p != me) left += chunks(send_counts[p]) + chunks(recv_counts[p]) + !told[p] + !heard[p];
   }
   const auto until = c.deadline();
   while (left > 0) {
@@ -42,24 +61,46 @@ result<void> alltoallv_run(communicator<P>& c, K& k, std::span<const T> in, std:
     for (std::size_t i = 1; i < n; ++i) {
       const std::size_t p = (me + i) % n;
       const int peer = static_cast<int>(p);
-      while (sent[p] < chunks(send_counts[p]) && c.can_send(peer)) {
+      if (!told[p] && c.can_send(peer)) {
+        const std::size_t at = io.out_at + recv_displs[p] * sizeof(T);
+        if (auto r = post_output_message(c, peer, io.out, at, recv_counts[p] * sizeof(T)); !r) return r;
+        told[p] = 1;
+        --left;
+        moved = true;
+      }
+      while (told[p] && heard[p] && sent[p] < chunks(send_counts[p]) && c.can_send(peer)) {
         const std::size_t first = sent[p] * chunk;
         const std::size_t len = std::min(chunk, send_counts[p] - first);
-        k.copy(c.send_slot(peer), in.data() + send_displs[p] + first, len * sizeof(T));
+        chunk_route route{};
+        if (direct(send_counts[p])) {
+          if (io.in != nullptr) route.from = io.input(send_displs[p] + first, send_displs[p] + first + len);
+          if (theirs[p].registered) route.to = theirs[p].slice(first * sizeof(T), len * sizeof(T));
+        }
+        if (!route.from) k.copy(c.send_slot(peer), in.data() + send_displs[p] + first, len * sizeof(T));
         if (auto r = k.ready(); !r) return c.fail(r.error());
-        if (auto r = c.post(peer, len * sizeof(T)); !r) return r;
+        if (auto r = c.post(peer, len * sizeof(T), route); !r) return r;
         ++sent[p];
         --left;
         moved = true;
       }
-      while (received[p] < chunks(recv_counts[p])) {
-        std::size_t got = 0;
+      std::size_t got = 0;
+      if (const std::byte* m = heard[p] ? nullptr : c.landed(peer, got); m != nullptr) {
+        const std::size_t piece = send_counts[p] * sizeof(T);
+        if (auto r = read_output_message(c, peer, std::span<const std::byte>(m, got), piece, theirs[p]); !r) return r;
+        c.consume(peer);
+        heard[p] = 1;
+        --left;
+        moved = true;
+      }
+      // Chunks of a piece we said lands in our output are already there.
+      const bool lands_in_out = io.out != nullptr && direct(recv_counts[p]);
+      while (heard[p] && received[p] < chunks(recv_counts[p])) {
         const std::byte* data = c.landed(peer, got);
         if (data == nullptr) break;
         const std::size_t first = received[p] * chunk;
         const std::size_t len = std::min(chunk, recv_counts[p] - first);
         if (got != len * sizeof(T)) return c.size_mismatch(peer, got, len * sizeof(T));
-        k.copy(out.data() + recv_displs[p] + first, data, got);
+        if (!lands_in_out) k.copy(out.data() + recv_displs[p] + first, data, got);
         if (auto r = k.ready(); !r) return c.fail(r.error());
         c.consume(peer);
         ++received[p];

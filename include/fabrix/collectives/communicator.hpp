@@ -11,9 +11,10 @@
 // notification, never by polling memory. Nothing is registered or allocated
 // per call: the scratch (options.hpp: scratch_bytes) is registered once. It
 // is host memory, or device memory with options::device (device_kernels.hpp).
-// Buffers the user registers (register_memory) let allreduce and allgather
-// write chunks from and into them directly (zero_copy.hpp), skipping the
-// local copies through the slots; the slots' credits still pace every chunk.
+// Buffers the user registers (register_memory) let allreduce, allgather and
+// alltoall(v) write chunks from and into them directly (zero_copy.hpp),
+// skipping the local copies through the slots; the slots' credits still
+// pace every chunk.
 //
 // Errors (liveness.hpp): a collective returns an error result instead of
 // hanging: a dead peer (an operation to it fails, or a probe flush does
@@ -84,6 +85,7 @@ class communicator {
         opts_(o.opts_),
         channels_(std::move(o.channels_)),
         work_(std::move(o.work_)),
+        peer_outputs_(std::move(o.peer_outputs_)),
         live_(std::move(o.live_)),
         registry_(std::move(o.registry_)),
         direct_chunks_(o.direct_chunks_),
@@ -137,10 +139,11 @@ class communicator {
   result<void> barrier();
 
   // Registers [addr, addr + bytes) of memory() with the domain so that
-  // allreduce (input, output) and allgather (output) calls on buffers
-  // inside it write chunks straight from and into it (zero_copy.hpp)
-  // instead of copying them through the scratch. Not collective: each rank registers its own buffers, and each
-  // call tells its ring neighbour where its output is. Registration costs
+  // allreduce and alltoall(v) (input, output) and allgather (output) calls
+  // on buffers inside it write chunks straight from and into it
+  // (zero_copy.hpp) instead of copying them through the scratch. Not
+  // collective: each rank registers its own buffers, and each call tells
+  // the ranks that write into its output where it is. Registration costs
   // what the provider's does: register a buffer once and reuse it, never per
   // call. The handle (registered.hpp) deregisters when destroyed (between
   // calls), or when the communicator is destroyed.
@@ -164,9 +167,13 @@ class communicator {
   std::uint64_t direct_chunks() const noexcept { return direct_chunks_; }
 
   // --- the engine, for the algorithm headers ---------------------------------
-  // Per-call bookkeeping of 4 * size() counters, allocated once (no
+  // Per-call bookkeeping of 6 * size() counters, allocated once (no
   // allocation per call); contents are the caller's.
   std::span<std::uint64_t> work() noexcept { return work_; }
+  // Per-call room for what each peer said of its output (zero_copy.hpp),
+  // size() entries, allocated once; contents are the caller's. Chunk routes
+  // point into it, so it stays put while the communicator lives.
+  std::span<detail::peer_output> peer_outputs() noexcept { return peer_outputs_; }
 
   clock::time_point deadline() const { return clock::now() + opts_.timeout; }
 
@@ -323,7 +330,8 @@ class communicator {
       : mesh_(std::move(m)), opts_(o), registry_(std::make_shared<detail::registry<P>>()) {
     channels_.reserve(static_cast<std::size_t>(size()));
     for (int r = 0; r < size(); ++r) channels_.emplace_back(o.slots);
-    work_.resize(4 * static_cast<std::size_t>(size()));
+    work_.resize(6 * static_cast<std::size_t>(size()));
+    peer_outputs_.resize(static_cast<std::size_t>(size()));
   }
 
   // protocol.hpp: notifications, credits, probes, completions.
@@ -345,6 +353,7 @@ class communicator {
   options opts_;
   std::vector<detail::channel> channels_;
   std::vector<std::uint64_t> work_;
+  std::vector<detail::peer_output> peer_outputs_;
   detail::liveness live_;
   // Shared with the handles (weakly), so that they keep finding it when the
   // communicator moves and find nothing once it is gone. Declared after

@@ -2,7 +2,7 @@
 // register_memory), so that collectives on memory inside them move chunks
 // straight from and into it instead of copying through the scratch
 // (zero_copy.hpp). The registry is what the communicator keeps; the handle
-// is what the user holds.
+// is what the user holds; a peer_output is what a peer said of its own.
 //
 // Lifetime: a handle deregisters its buffer when destroyed, or when its
 // communicator is (a handle that outlives it is then empty). The buffer
@@ -12,6 +12,7 @@
 
 #include <fabrix/concepts.hpp>
 #include <fabrix/memory_region.hpp>
+#include <fabrix/remote_buffer.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -49,11 +50,22 @@ class registry {
     }
     return nullptr;
   }
-  std::size_t size() const noexcept { return entries_.size(); }
 
  private:
   std::vector<std::unique_ptr<entry>> entries_;
   std::uint64_t next_id_ = 1;
+};
+
+// Where a peer's registered output is for the current call, as its output
+// message said (zero_copy.hpp): `at` bytes into `region`. Not registered:
+// write into its receive slots.
+struct peer_output {
+  bool registered = false;
+  remote_buffer region{};
+  std::uint64_t at = 0;
+
+  // The peer's bytes [at + first, + len) for a chunk route (valid while this lives).
+  remote_slice slice(std::uint64_t first, std::uint64_t len) const noexcept { return region.slice(at + first, len); }
 };
 
 }  // namespace detail

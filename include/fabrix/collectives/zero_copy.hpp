@@ -1,26 +1,30 @@
-// Zero-copy routes for the ring allreduce and allgather: chunks written
-// straight from the caller's registered input and output
+// Zero-copy routes for the ring allreduce and allgather, and for alltoall(v):
+// chunks written straight from the caller's registered input and output
 // (communicator::register_memory) and, where they carry finished data,
-// straight into the right neighbour's registered output, instead of being
+// straight into the receiving rank's registered output, instead of being
 // copied into a send slot and out of a receive slot. Each rank decides for
-// itself from what it registered; its left neighbour learns where to write
-// from one message per call, read while the ring already runs
-// (output_exchange): only the chunks that may go into that output wait.
+// itself from what it registered; a rank that writes into another's output
+// learns where it is from one message per call (the ring: from the right
+// neighbour, read while the ring already runs, output_exchange; alltoall:
+// from each peer whose piece qualifies, zero_copy_piece): only the chunks
+// bound for that output wait for it.
 //
-// The message (little endian), sent at the start of the call to the left
-// neighbour on their channel (the ring's data goes the other way on it):
+// The message (little endian), sent at the start of the call to the rank
+// that will write into this rank's output, on their channel, ahead of any
+// data this rank sends it:
 //   empty: this rank's output is not registered (write into its slots);
 //   else:  "FBXO", u32 0, u64 offset of the output in its registration,
-//          u64 bytes of the call, then the registration's encoded
-//          remote_buffer (remote_buffer.hpp).
+//          u64 bytes of the call (alltoall: of the piece), then the
+//          registration's encoded remote_buffer (remote_buffer.hpp).
 // The receiver checks it like any peer input: a malformed message, a call
 // size other than its own, or a range outside the registration fails the
 // call (and the communicator) with an error, and writes nothing there.
 //
-// Used only when every rank can tell it is: host memory, a non-empty call
-// (its output) of at least options::zero_copy_min_bytes, and chunks large
-// enough for the message (all of which the ranks agree on), so all ranks
-// exchange or none does.
+// Used only when both ends can tell it is: host memory, a non-empty call
+// (its output) of at least options::zero_copy_min_bytes (alltoall: a piece
+// of a size() part of that), and chunks large enough for the message (all
+// of which the ranks agree on), so a message comes exactly when its
+// receiver waits for one.
 #pragma once
 
 #include <fabrix/collectives/communicator.hpp>
@@ -45,6 +49,17 @@ bool zero_copy_applies(const communicator<P>& c, std::size_t bytes) noexcept {
          c.opts().chunk_bytes >= max_output_message;
 }
 
+// Alltoall(v): whether the piece of `piece_bytes` one rank sends another
+// goes zero copy: at least zero_copy_min_bytes / size() (a piece of an
+// alltoall of zero_copy_min_bytes). Sender and receiver decide it from the
+// same count, so both know whether the receiver's output message comes.
+template <provider P>
+bool zero_copy_piece(const communicator<P>& c, std::size_t piece_bytes) noexcept {
+  const auto n = static_cast<std::size_t>(c.size());
+  return c.device() == nullptr && piece_bytes > 0 && piece_bytes >= (c.opts().zero_copy_min_bytes + n - 1) / n &&
+         c.opts().chunk_bytes >= max_output_message;
+}
+
 // One call's registered buffers: this rank's input and output (null when
 // not registered) and the right neighbour's output (when it said so).
 // Element offsets `first` are into the whole vector; `elem` is its element
@@ -56,9 +71,7 @@ struct zero_copy_io {
   std::size_t in_at = 0;  // offset of the input in its registration
   const memory_region<P>* out = nullptr;
   std::size_t out_at = 0;
-  bool right_registered = false;
-  remote_buffer right_out{};
-  std::uint64_t right_at = 0;
+  peer_output right{};
 
   local_slice input(std::size_t first, std::size_t last) const noexcept {
     return in->slice(in_at + first * elem, (last - first) * elem);
@@ -67,8 +80,8 @@ struct zero_copy_io {
     return out->slice(out_at + first * elem, (last - first) * elem);
   }
   std::optional<remote_slice> right_output(std::size_t first, std::size_t last) const noexcept {
-    if (!right_registered) return std::nullopt;
-    return right_out.slice(right_at + first * elem, (last - first) * elem);
+    if (!right.registered) return std::nullopt;
+    return right.slice(first * elem, (last - first) * elem);
   }
 };
 
@@ -86,10 +99,11 @@ inline std::size_t write_output_message(std::span<std::byte> to, std::uint64_t o
   return output_header_bytes + rb.encoded_size();
 }
 
-// Reads the output message from `peer` into io. Errors name the peer.
+// Reads the output message from `peer`, for a call (or piece) of
+// `call_bytes`, into `into`. Errors name the peer and break the call.
 template <provider P>
 result<void> read_output_message(communicator<P>& c, int peer, std::span<const std::byte> m, std::size_t call_bytes,
-                                 zero_copy_io<P>& io) {
+                                 peer_output& into) {
   if (m.empty()) return {};
   auto bad = [&](const std::string& why) {
     return c.fail(status::invalid_argument,
@@ -103,10 +117,23 @@ result<void> read_output_message(communicator<P>& c, int peer, std::span<const s
   auto rb = remote_buffer::decode(m.subspan(output_header_bytes));
   if (!rb) return bad(rb.error().describe());
   if (offset > rb->length || bytes > rb->length - offset) return bad("the call's range is outside its registration");
-  io.right_registered = true;
-  io.right_out = *rb;
-  io.right_at = offset;
+  into = peer_output{.registered = true, .region = *rb, .at = offset};
   return {};
+}
+
+// Posts to `peer` where this rank's output for the call (or piece) of
+// `call_bytes` is: `at` bytes into registration `out`, or, with `out` null,
+// that it is not registered. Only after c.can_send(peer).
+template <provider P>
+result<void> post_output_message(communicator<P>& c, int peer, const memory_region<P>* out, std::size_t at,
+                                 std::size_t call_bytes) {
+  std::size_t len = 0;
+  if (out != nullptr) {
+    len = write_output_message(std::span<std::byte>(c.send_slot(peer), c.opts().chunk_bytes), at, call_bytes,
+                               out->remote());
+    if (len == 0) return c.fail(status::invalid_argument, "the output's registration does not fit one chunk");
+  }
+  return c.post(peer, len);
 }
 
 // The call's exchange, run alongside the ring (run_ring's side hook), so
@@ -128,13 +155,7 @@ class output_exchange {
     const auto until = c_.deadline();
     while (!c_.can_send(left))
       if (auto r = c_.advance(false, until); !r) return r;
-    std::size_t len = 0;
-    if (io_.out != nullptr) {
-      len = write_output_message(std::span<std::byte>(c_.send_slot(left), c_.opts().chunk_bytes), io_.out_at,
-                                 call_bytes_, io_.out->remote());
-      if (len == 0) return c_.fail(status::invalid_argument, "the output's registration does not fit one chunk");
-    }
-    return c_.post(left, len);
+    return post_output_message(c_, left, io_.out, io_.out_at, call_bytes_);
   }
   result<bool> poll() {
     if (heard_) return false;
@@ -142,14 +163,13 @@ class output_exchange {
     std::size_t got = 0;
     const std::byte* m = c_.landed(right, got);
     if (m == nullptr) return false;
-    if (auto r = read_output_message(c_, right, std::span<const std::byte>(m, got), call_bytes_, io_); !r)
+    if (auto r = read_output_message(c_, right, std::span<const std::byte>(m, got), call_bytes_, io_.right); !r)
       return unexpected(std::move(r).error());
     c_.consume(right);
     heard_ = true;
     return true;
   }
   bool ready(std::size_t m) const { return heard_ || !needs_right_(m); }
-  bool heard() const noexcept { return heard_; }
 
  private:
   communicator<P>& c_;
