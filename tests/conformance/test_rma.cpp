@@ -231,6 +231,46 @@ TEST_CASE_TEMPLATE("conformance: flush completes after every earlier operation i
   });
 }
 
+TEST_CASE_TEMPLATE("conformance: writes into more regions than a provider keeps keys for", P, FX_PROVIDERS) {
+  // A peer that hands out ever new regions (say, a collective's output per
+  // call): providers that cache unpacked keys must bound the cache (UCX: 64
+  // per endpoint) and take an evicted region's key up again, while keys of
+  // operations in flight stay. Every write must land where it was aimed.
+  fxt::with_ranks<P>(2, [](fxt::rank_env<P>& env) {
+    constexpr std::size_t regions = 150, half = 256;
+    std::vector<std::vector<std::byte>> targets(regions, std::vector<std::byte>(2 * half));
+    std::vector<fabrix::memory_region<P>> mts;
+    std::vector<std::vector<fabrix::remote_buffer>> peers;
+    for (auto& t : targets) {
+      mts.push_back(env.reg(t));
+      peers.push_back(env.share(mts.back()));
+    }
+    std::vector<std::byte> src(regions * 2 * half);
+    auto ms = env.reg(src, access::local);
+    if (env.rank == 0) {
+      for (std::size_t i = 0; i < regions; ++i) fxt::fill(src.data() + 2 * i * half, half, i);
+      for (std::size_t i = 0; i < regions; ++i) fxt::fill(src.data() + (2 * i + 1) * half, half, 1000 + i);
+      // The first halves one at a time (a bounded cache evicts as it goes),
+      // then the second halves in reverse, all in flight at once (evicted
+      // keys are taken up again while the others are held).
+      for (std::size_t i = 0; i < regions; ++i)
+        env.complete_ok(env.qps[1].write(ms.slice(2 * i * half, half), peers[i][1].slice(0, half), i), i);
+      for (std::size_t i = regions; i-- > 0;) {
+        const std::size_t at = (2 * i + 1) * half;
+        FX_CHECK_STATUS(env.qps[1].write(ms.slice(at, half), peers[i][1].slice(half, half), 1000 + i), status::ok);
+      }
+      for (std::size_t i = 0; i < regions; ++i) FX_CHECK(env.next_token(1000 + i).status == status::ok);
+      env.complete_ok(env.qps[1].write_with_imm(ms.slice(0, 0), peers[0][1].slice(0, 0), done_imm, 5000), 5000);
+    } else {
+      env.next([](const completion& x) { return is_notify(x, done_imm); });
+      for (std::size_t i = 0; i < regions; ++i) {
+        FX_CHECK(fxt::first_mismatch(targets[i].data(), half, i) == half);
+        FX_CHECK(fxt::first_mismatch(targets[i].data() + half, half, 1000 + i) == half);
+      }
+    }
+  });
+}
+
 TEST_CASE_TEMPLATE("conformance: operations posted behind a flush still complete", P, FX_PROVIDERS) {
   // A flush posted while a write is in flight may be held back by the
   // provider, and what is posted after it queues behind it; when the flush

@@ -110,12 +110,15 @@ class endpoint_impl {
     }
     detail::run_deferred(d);
     // Requests UCX still holds must not reach the freed peer: detached ops
-    // complete as canceled when UCX lets go of them.
+    // complete as canceled when UCX lets go of them. Their rkeys go with the
+    // close requests, destroyed once those are done.
     for (detail::op_slot* op = d.ops.begin(); op != d.ops.end(); ++op) {
-      if (op->in_use && op->peer == &p) op->peer = nullptr;
+      if (op->in_use && op->peer == &p) {
+        op->peer = nullptr;
+        op->rkey = nullptr;
+      }
     }
-    for (auto& e : p.rkeys) c.rkeys.push_back(e.rkey);
-    p.rkeys.clear();
+    p.rkeys.drain_to(c.rkeys);
     d.closing.push_back(std::move(c));
     d.reap_closing();
     p_.reset();

@@ -18,38 +18,33 @@
 
 namespace fabrix::ucx::detail {
 
-inline bool same_region(const remote_buffer& a, const remote_buffer& b) noexcept {
-  return a.owner == b.owner && a.epoch == b.epoch && a.seal == b.seal && a.address == b.address &&
-         a.length == b.length && a.rights == b.rights && a.key_size == b.key_size &&
-         std::memcmp(a.key.data(), b.key.data(), a.key_size) == 0;
-}
-
 // The endpoint's unpacked rkey for `rb`: unpacked once per remote region (not
 // per operation), after checking that the peer of this endpoint made `rb`
 // and that nothing in it was changed (its seal). nullptr when refused.
-inline ucp_rkey_h rkey_for(peer_state& p, const remote_buffer& rb) {
-  for (const auto& e : p.rkeys)
-    if (same_region(e.verified, rb)) return e.rkey;
+inline rkey_cache::entry* rkey_for(peer_state& p, const remote_buffer& rb) {
+  if (rkey_cache::entry* e = p.rkeys.find(rb)) return e;
   if (rb.owner != p.recv_tag || rb.seal != rb.compute_seal(p.peer_secret)) return nullptr;
   ucp_rkey_h rkey = nullptr;
   if (ucp_ep_rkey_unpack(p.ep, rb.key.data(), &rkey) != UCS_OK) return nullptr;
-  p.rkeys.push_back({rb, rkey});
-  return rkey;
+  return p.rkeys.add(rb, rkey);
 }
 
 inline status post_one(peer_state& p, const operation& o) {
   domain_state& d = *p.dom;
   if (p.failed) return status::peer_unreachable;
 
-  ucp_rkey_h rkey = nullptr;
+  rkey_cache::entry* held = nullptr;
   std::uint64_t raddr = 0;
   if (fabrix::detail::uses_remote(o.code)) {
-    rkey = rkey_for(p, *o.remote.buffer);
-    if (rkey == nullptr) return status::invalid_argument;
+    held = rkey_for(p, *o.remote.buffer);
+    if (held == nullptr) return status::invalid_argument;
     raddr = o.remote.buffer->address + o.remote.offset;
   }
+  ucp_rkey_h rkey = held != nullptr ? held->key : nullptr;
   op_slot* op = d.ops.take();
   if (op == nullptr) return status::again;
+  op->rkey = held;
+  if (held != nullptr) rkey_cache::hold(held);
   op->in_use = true;
   op->dom = &d;
   op->peer = &p;

@@ -13,12 +13,19 @@ namespace fabrix::ucx::detail {
 
 inline void stage_done(op_slot* op);
 
+// Returns a finished slot to the pool, letting go of its rkey.
+inline void release_slot(op_slot* op) noexcept {
+  if (op->rkey != nullptr) rkey_cache::release(op->rkey);
+  op->rkey = nullptr;
+  op->dom->ops.give_back(op);
+}
+
 // One UCX request of the op's current stage finished with `s`.
 inline void request_done(op_slot* op, ucs_status_t s) noexcept {
   if (s != UCS_OK && op->first_error == UCS_OK) op->first_error = s;
   if (--op->pending != 0) return;
   if (op->abandoned) {  // its completion went out when the peer died
-    op->dom->ops.give_back(op);
+    release_slot(op);
     return;
   }
   stage_done(op);
@@ -99,7 +106,7 @@ inline void deliver(op_slot* op) {
 inline void complete(op_slot* op) {
   deliver(op);
   op->in_use = false;
-  op->dom->ops.give_back(op);
+  release_slot(op);
 }
 
 inline void stage_done(op_slot* op) {

@@ -9,6 +9,7 @@
 #include <fabrix/detail/slot_pool.hpp>
 #include <fabrix/remote_buffer.hpp>
 #include <fabrix/ucx/liveness.hpp>
+#include <fabrix/ucx/rkey_cache.hpp>
 
 #include <ucp/api/ucp.h>
 
@@ -34,6 +35,9 @@ struct notify_header {
 struct peer_state;
 struct domain_state;
 
+// The unpacked rkeys of one endpoint (rkey_cache.hpp).
+using rkey_cache = key_cache<ucp_rkey_h, &ucp_rkey_destroy>;
+
 // Where an operation is. write_with_imm goes data -> imm_flush -> imm_notify;
 // a flush posted while notifications are pending waits as `parked_flush`.
 enum class stage : std::uint8_t { data, imm_flush, imm_notify, user_flush };
@@ -47,11 +51,12 @@ struct op_slot {
   ucs_status_t first_error = UCS_OK;
   stage st = stage::data;
   bool in_use = false;
-  bool abandoned = false;        // completion delivered early (dead peer); UCX still owns requests
-  notify_header header{};        // AM header: must live until the AM completes
-  std::uint64_t operand = 0;     // atomic operand buffer: must live until completion
-  op_slot* next = nullptr;       // deferred / parked list link
-  op_slot* next_free = nullptr;  // slot_pool link
+  bool abandoned = false;             // completion delivered early (dead peer); UCX still owns requests
+  notify_header header{};             // AM header: must live until the AM completes
+  std::uint64_t operand = 0;          // atomic operand buffer: must live until completion
+  rkey_cache::entry* rkey = nullptr;  // held while UCX may use it: until the slot goes back (release_slot)
+  op_slot* next = nullptr;            // deferred / parked list link
+  op_slot* next_free = nullptr;       // slot_pool link
 };
 
 // Intrusive FIFO of slots (no allocation).
@@ -159,12 +164,6 @@ struct domain_state {
   static constexpr std::chrono::milliseconds close_limit{2000};
 };
 
-// A remote region whose seal has been verified, and its unpacked rkey.
-struct rkey_entry {
-  remote_buffer verified;
-  ucp_rkey_h rkey = nullptr;
-};
-
 struct peer_state {
   domain_state* dom = nullptr;
   ucp_ep_h ep = nullptr;
@@ -178,7 +177,7 @@ struct peer_state {
   ucs_status_t failure = UCS_OK;
   std::uint32_t imm_in_progress = 0;
   op_list parked_flushes;
-  std::vector<rkey_entry> rkeys;  // unpacked once per remote region
+  rkey_cache rkeys;  // unpacked once per remote region, bounded
 };
 
 }  // namespace fabrix::ucx::detail
