@@ -98,8 +98,15 @@ struct channel {
     const std::uint64_t v = widen(peer_consumed, low);
     if (v <= sent) peer_consumed = v;
   }
-  // Credits to return: consumed chunks the peer has not been told of.
-  bool owes_credit() const noexcept { return released != credited; }
+  // Credits to return: consumed chunks the peer has not been told of. With
+  // `batched`, only once they are half the slots: a rank that is still
+  // moving sends one credit per slots/2 chunks instead of one per chunk
+  // (a notification each); a rank about to wait, or ending a call, sends
+  // whatever it owes (communicator::progress), so no sender waits on a
+  // credit held back by a rank that is itself waiting.
+  bool owes_credit(bool batched = false) const noexcept {
+    return released != credited && (!batched || released - credited >= slots() / 2);
+  }
 
   // "sent/acked, consumed/credited, N writes" for error messages.
   std::string describe() const {

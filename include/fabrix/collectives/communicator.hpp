@@ -239,9 +239,10 @@ class communicator {
                                               " were expected (mismatched collective calls)");
   }
 
-  // Polls the domain, handles what it returned and returns credits. True
+  // Polls the domain, handles what it returned and returns credits (with
+  // `batched`, only those owed in half-slot batches: channel.hpp). True
   // when anything happened.
-  bool progress() {
+  bool progress(bool batched = false) {
     std::array<completion, 64> buf;
     const std::size_t n = dom().poll(buf);
     for (std::size_t i = 0; i < n; ++i) {
@@ -250,7 +251,7 @@ class communicator {
       else
         on_local(buf[i]);
     }
-    const bool credited = send_credits();
+    const bool credited = send_credits(batched);
     if (n > 0 || credited) {
       live_.moved(clock::now());
       return true;
@@ -284,10 +285,11 @@ class communicator {
   }
 
   // The tail of every algorithm's loop: after a pass that `moved` something,
-  // polls once; after one that did not, idles (which fails at `until`).
+  // polls once (credits in batches); after one that did not, idles (which
+  // fails at `until`, and returns every credit owed).
   result<void> advance(bool moved, clock::time_point until) {
     if (!moved) return idle(until);
-    progress();
+    progress(true);
     return {};
   }
 
@@ -339,7 +341,7 @@ class communicator {
   // A notification, retried while the provider pushes back.
   result<void> notify_until(int peer, detail::notify_kind kind, std::uint64_t counter, clock::time_point until);
   status notify(int peer, detail::notify_kind kind, std::uint64_t counter);
-  bool send_credits();
+  bool send_credits(bool batched);
   status start_probe(int p);
   // Flushes every peer not already probed: a dead peer fails the flush.
   void probe();
