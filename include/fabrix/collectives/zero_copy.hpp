@@ -22,8 +22,8 @@
 //
 // Used only when both ends can tell it is: host memory, a non-empty call
 // (its output) of at least options::zero_copy_min_bytes (alltoall: a piece
-// of a size() part of that), and chunks large enough for the message (all
-// of which the ranks agree on), so a message comes exactly when its
+// of at least 1/size() of that), and chunks large enough for the message
+// (all of which the ranks agree on), so a message comes exactly when its
 // receiver waits for one.
 #pragma once
 
@@ -61,7 +61,8 @@ bool zero_copy_piece(const communicator<P>& c, std::size_t piece_bytes) noexcept
 }
 
 // One call's registered buffers: this rank's input and output (null when
-// not registered) and the right neighbour's output (when it said so).
+// not registered) and, for the ring, the right neighbour's output (when it
+// said so).
 // Element offsets `first` are into the whole vector; `elem` is its element
 // size. Lives for the call: the remote slices point into it.
 template <provider P>
