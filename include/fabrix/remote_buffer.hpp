@@ -70,6 +70,12 @@ class remote_buffer {
   remote_slice slice(std::uint64_t offset, std::uint64_t len) const noexcept { return remote_slice{this, offset, len}; }
   remote_slice whole() const noexcept { return remote_slice{this, 0, length}; }
   std::span<const std::byte> key_bytes() const noexcept { return {key.data(), key_size}; }
+  // Names the same region as `o` (owner, epoch, seal, range, rights and key
+  // bytes): how a provider finds a remote_buffer among those it verified.
+  bool same_region(const remote_buffer& o) const noexcept {
+    return owner == o.owner && epoch == o.epoch && seal == o.seal && address == o.address && length == o.length &&
+           rights == o.rights && key_size == o.key_size && std::memcmp(key.data(), o.key.data(), key_size) == 0;
+  }
 
   std::size_t encoded_size() const noexcept { return header_size + key_size + checksum_size; }
   std::vector<std::byte> encode() const;

@@ -28,18 +28,12 @@
 
 namespace fabrix::cuda::ipc::detail {
 
-inline bool same_region(const remote_buffer& a, const remote_buffer& b) noexcept {
-  return a.owner == b.owner && a.epoch == b.epoch && a.seal == b.seal && a.address == b.address &&
-         a.length == b.length && a.rights == b.rights && a.key_size == b.key_size &&
-         std::memcmp(a.key.data(), b.key.data(), a.key_size) == 0;
-}
-
 // Where byte 0 of the peer's region `rb` is in this process: checked once per
 // remote region (made by this endpoint's peer, seal intact, key well formed),
 // then mapped through the domain's cache. nullptr with `why` set when refused.
 inline std::byte* resolve(peer_state& p, const remote_buffer& rb, status& why) {
   for (const auto& r : p.regions)
-    if (same_region(r.verified, rb)) return r.base;
+    if (r.verified.same_region(rb)) return r.base;
   why = status::invalid_argument;
   if (rb.owner != p.nonce || rb.seal != rb.compute_seal(p.secret)) return nullptr;
   if (rb.location.kind != memory_kind::cuda_device) return nullptr;

@@ -35,18 +35,12 @@
 
 namespace fabrix::ofi::detail {
 
-inline bool same_region(const remote_buffer& a, const remote_buffer& b) noexcept {
-  return a.owner == b.owner && a.epoch == b.epoch && a.seal == b.seal && a.address == b.address &&
-         a.length == b.length && a.rights == b.rights && a.key_size == b.key_size &&
-         std::memcmp(a.key.data(), b.key.data(), a.key_size) == 0;
-}
-
 // The key for `rb` on this endpoint: verified once per remote region (not per
 // operation) — the peer of this endpoint made it, nothing in it was changed
 // (its seal), and its key bytes decode. nullptr when refused.
 inline const remote_key* key_for(peer_state& p, const remote_buffer& rb) {
   for (const auto& e : p.regions)
-    if (same_region(e.rb, rb)) return &e.key;
+    if (e.rb.same_region(rb)) return &e.key;
   if (rb.owner != p.nonce || rb.seal != rb.compute_seal(p.peer_secret)) return nullptr;
   const auto key = decode_key(rb.key_bytes());
   if (!key) return nullptr;

@@ -22,17 +22,10 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <memory>
 #include <vector>
 
 namespace fabrix::ucx::detail {
-
-inline bool same_region(const remote_buffer& a, const remote_buffer& b) noexcept {
-  return a.owner == b.owner && a.epoch == b.epoch && a.seal == b.seal && a.address == b.address &&
-         a.length == b.length && a.rights == b.rights && a.key_size == b.key_size &&
-         std::memcmp(a.key.data(), b.key.data(), a.key_size) == 0;
-}
 
 template <class Handle, void (*Destroy)(Handle)>
 class key_cache {
@@ -56,7 +49,7 @@ class key_cache {
   // The entry for `rb`, or nullptr; counts as a use.
   entry* find(const remote_buffer& rb) noexcept {
     for (auto& e : entries_)
-      if (same_region(e->verified, rb)) {
+      if (e->verified.same_region(rb)) {
         e->last_use = ++clock_;
         return e.get();
       }

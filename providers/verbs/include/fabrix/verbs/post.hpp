@@ -29,21 +29,15 @@
 
 namespace fabrix::verbs::detail {
 
-inline bool same_region(const remote_buffer& a, const remote_buffer& b) noexcept {
-  return a.owner == b.owner && a.epoch == b.epoch && a.seal == b.seal && a.address == b.address &&
-         a.length == b.length && a.rights == b.rights && a.key_size == b.key_size &&
-         std::memcmp(a.key.data(), b.key.data(), a.key_size) == 0;
-}
-
 // The rkey for `rb` on this queue pair: only for a region its peer made and
 // sealed, checked once per region (then cached). False when refused.
 inline bool rkey_for(peer_state& p, const remote_buffer& rb, std::uint32_t& rkey) {
-  if (p.last_hit < p.verified.size() && same_region(p.verified[p.last_hit], rb)) {
+  if (p.last_hit < p.verified.size() && p.verified[p.last_hit].same_region(rb)) {
     rkey = p.rkeys[p.last_hit];
     return true;
   }
   for (std::size_t i = 0; i < p.verified.size(); ++i) {
-    if (same_region(p.verified[i], rb)) {
+    if (p.verified[i].same_region(rb)) {
       p.last_hit = i;
       rkey = p.rkeys[i];
       return true;
