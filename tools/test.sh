@@ -4,7 +4,8 @@
 # transport, examples, consume, fuzz), runs the unit, conformance and fuzz
 # suites again under ASan+UBSan, the unit, conformance and collectives suites under TSan,
 # then the fuzz targets under libFuzzer.
-# Ends with one line "N passed, N failed, N skipped".
+# Ends with the failed tests (each with the end of its output), then one
+# line "N passed, N failed, N skipped".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/deps.sh
@@ -12,14 +13,23 @@ bash tools/deps.sh
 jobs=$(nproc)
 started=$SECONDS
 phase() { echo "== test.sh $((SECONDS - started))s: $*"; }  # so a slow CI run shows where its time went
-summary() {  # counts from meson's JSON test log
+summary() {  # counts from meson's JSON test logs; failures named last, so a CI tail shows them
   python3 - "$@" <<'PY'
 import json, sys
 counts = {"OK": 0, "FAIL": 0, "SKIP": 0, "TIMEOUT": 0, "EXPECTEDFAIL": 0, "UNEXPECTEDPASS": 0, "ERROR": 0}
+failures = []
 for path in sys.argv[1:]:
     for line in open(path):
         r = json.loads(line)
         counts[r["result"]] = counts.get(r["result"], 0) + 1
+        if r["result"] not in ("OK", "SKIP", "EXPECTEDFAIL"):
+            failures.append((path.split("/")[0], r))
+for build, r in failures:
+    tail = ((r.get("stdout") or "") + (r.get("stderr") or "")).splitlines()[-25:]
+    print(f"-- {r['result']} {build}: {r['name']} ({r['duration']:.1f} s), last {len(tail)} lines of its output:")
+    print("\n".join("   " + l for l in tail))
+for build, r in failures:
+    print(f"{r['result']}: {build}: {r['name']}")
 failed = sum(v for k, v in counts.items() if k not in ("OK", "SKIP", "EXPECTEDFAIL"))
 print(f"{counts['OK'] + counts['EXPECTEDFAIL']} passed, {failed} failed, {counts['SKIP']} skipped")
 PY
