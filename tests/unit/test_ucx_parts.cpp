@@ -1,6 +1,6 @@
 // The UCX provider's pure parts: address blobs, the notification handler's
 // checks of peer bytes, transport classification, the liveness probe and
-// the rkey cache's policy.
+// the rkey cache's policy, the FIFO workaround's configuration.
 #include <doctest/doctest.h>
 
 #include <fabrix/ucx.hpp>
@@ -9,8 +9,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 
 namespace ud = fabrix::ucx::detail;
 using fabrix::status;
@@ -179,4 +181,20 @@ TEST_CASE("ucx liveness: this process is alive; a reaped child, a zombie and a r
   int st = 0;
   ::waitpid(child, &st, 0);
   CHECK(ud::process_gone(zombie));  // reaped: no /proc entry
+}
+
+TEST_CASE("ucx fifo workaround: older UCX releases the FIFO after every message, unless the user chose") {
+  ::unsetenv("UCX_SYSV_FIFO_RELEASE_FACTOR");
+  ::setenv("UCX_POSIX_FIFO_RELEASE_FACTOR", "0.5", 1);
+  ud::release_fifo_every_message();
+  const char* sysv = std::getenv("UCX_SYSV_FIFO_RELEASE_FACTOR");
+  if (ud::fifo_release_is_racy()) {
+    REQUIRE(sysv != nullptr);
+    CHECK(std::string(sysv) == "0.01");
+  } else {
+    CHECK(sysv == nullptr);
+  }
+  CHECK(std::string(std::getenv("UCX_POSIX_FIFO_RELEASE_FACTOR")) == "0.5");  // the user's value stands
+  ::unsetenv("UCX_SYSV_FIFO_RELEASE_FACTOR");
+  ::unsetenv("UCX_POSIX_FIFO_RELEASE_FACTOR");
 }

@@ -18,6 +18,7 @@
 #include <fabrix/result.hpp>
 #include <fabrix/ucx/address.hpp>
 #include <fabrix/ucx/endpoint.hpp>
+#include <fabrix/ucx/fifo_workaround.hpp>
 #include <fabrix/ucx/progress.hpp>
 #include <fabrix/ucx/region.hpp>
 #include <fabrix/ucx/state.hpp>
@@ -57,6 +58,7 @@ class domain_impl {
     if (opts.max_outstanding == 0) return unexpected(status::invalid_argument, "max_outstanding must be > 0", "ucx");
     auto d = std::make_unique<detail::domain_state>(opts.max_outstanding);
 
+    detail::release_fifo_every_message();  // fifo_workaround.hpp
     ucp_config_t* config = nullptr;
     ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
     if (s != UCS_OK) return detail::fail(s, "ucp_config_read");
