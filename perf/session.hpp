@@ -85,14 +85,6 @@ inline memory_location parse_mem(const std::string& mem) {
 
 }  // namespace detail
 
-// Who can allocate registered memory itself (fabrix::ucx: ucp_mem_map ALLOCATE).
-// clang-format off
-template <class P>
-concept provider_allocates = requires(typename P::domain_impl& d, std::size_t len, access rights) {
-  { d.allocate_memory(len, rights) } -> std::same_as<result<typename P::region_impl>>;
-};
-// clang-format on
-
 // `dom` is the domain the caller opened (or its error, which both sides
 // learn before failing).
 template <provider P>
@@ -125,9 +117,9 @@ session<P> open_session(const options& opts, bootstrap boot, const std::vector<s
                  "' cannot reach GPU memory (its caps().gpu is none); try --provider cuda_ipc");
   }
   bool allocated = false;
-  if constexpr (provider_allocates<P>) {
+  if constexpr (allocates_memory<P>) {
     if (opts.alloc != "user" && where.kind == memory_kind::host) {
-      auto r = s.dom.native().allocate_memory(s.lay.total, access::all_remote);
+      auto r = s.dom.allocate_memory(s.lay.total, access::all_remote);
       if (r) {
         s.data.emplace(std::move(*r));
         allocated = true;

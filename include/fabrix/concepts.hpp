@@ -74,6 +74,15 @@ concept provider =
       { r.remote() } -> std::same_as<const remote_buffer&>;
       { r.descriptor() } -> std::same_as<void*>;
     };
+
+// Optional: the provider allocates registered host memory itself
+//   allocate_memory(len, access) -> result<region_impl>
+// (fabrix::ucx: ucp_mem_map with ALLOCATE, which may place it in a
+// shared-memory segment that peers on the node write with plain copies).
+template <class P>
+concept allocates_memory = provider<P> && requires(typename P::domain_impl& d, std::size_t len, access rights) {
+  { d.allocate_memory(len, rights) } -> std::same_as<result<typename P::region_impl>>;
+};
 // clang-format on
 
 }  // namespace fabrix

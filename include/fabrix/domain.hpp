@@ -53,6 +53,19 @@ class domain {
     return register_memory(buf.data(), buf.size(), memory_location{}, rights);
   }
 
+  // `len` bytes of host memory allocated and registered by the provider
+  // (allocates_memory<P>), freed when the region is destroyed; use
+  // memory_region::data(). Where peers on the same node can map it, their
+  // writes into it are plain copies instead of system calls or emulation
+  // (UCX over shared memory).
+  result<memory_region<P>> allocate_memory(std::size_t len, access rights) requires allocates_memory<P> {
+    if (len == 0) return unexpected(status::invalid_argument, "allocate_memory: empty length");
+    if (!is_known(rights)) return unexpected(status::invalid_argument, "allocate_memory: unknown access bits");
+    auto r = impl_.allocate_memory(len, rights);
+    if (!r) return unexpected(std::move(r).error());
+    return memory_region<P>(std::move(*r));
+  }
+
   // Drives progress and returns how many entries of `out` it filled.
   // Completions of awaited operations resume their coroutines here, on this
   // thread, and are not returned.

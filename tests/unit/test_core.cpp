@@ -10,6 +10,9 @@ using fabrix::status;
 
 namespace {
 
+// allocate_memory is optional: a provider without it has no domain<P>::allocate_memory.
+static_assert(!fabrix::allocates_memory<fake::provider>);
+
 struct pair_fixture {
   fabrix::domain<fake::provider> a = fabrix::domain<fake::provider>::create().value();
   fabrix::domain<fake::provider> b = fabrix::domain<fake::provider>::create().value();

@@ -198,3 +198,25 @@ TEST_CASE("ucx fifo workaround: older UCX releases the FIFO after every message,
   ::unsetenv("UCX_SYSV_FIFO_RELEASE_FACTOR");
   ::unsetenv("UCX_POSIX_FIFO_RELEASE_FACTOR");
 }
+
+TEST_CASE("ucx allocate_memory: registered host memory of the asked size; empty length and unknown rights refused") {
+  static_assert(fabrix::allocates_memory<fabrix::ucx::provider>);
+  auto dom = fabrix::ucx::domain::create();
+  REQUIRE(dom);
+  auto empty = dom->allocate_memory(0, fabrix::access::remote_write);
+  REQUIRE(!empty);
+  CHECK(empty.code() == status::invalid_argument);
+  auto unknown = dom->allocate_memory(64, static_cast<fabrix::access>(1u << 9));
+  REQUIRE(!unknown);
+  CHECK(unknown.code() == status::invalid_argument);
+  const std::size_t len = (std::size_t{1} << 20) + 3;
+  auto mr = dom->allocate_memory(len, fabrix::access::all_remote);
+  REQUIRE(mr);
+  REQUIRE(mr->data() != nullptr);
+  CHECK(mr->size() == len);
+  CHECK(mr->location().kind == fabrix::memory_kind::host);
+  CHECK(mr->rights() == fabrix::access::all_remote);
+  CHECK(mr->remote().provider == fabrix::provider_id::ucx);
+  std::memset(mr->data(), 0xa5, len);  // all of it is ours to write
+  CHECK(std::all_of(mr->data(), mr->data() + len, [](std::byte b) { return b == std::byte{0xa5}; }));
+}
