@@ -41,8 +41,10 @@ struct mesh {
   int size = 1;
   scratch_layout layout;
   std::vector<queue_pair<P>> qps;
-  scratch_memory scratch;
+  scratch_memory scratch;  // empty when the provider allocated the region
   std::optional<memory_region<P>> region;
+  std::byte* base = nullptr;      // the scratch: region->data()
+  bool provider_scratch = false;  // the region came from domain::allocate_memory
   std::vector<remote_buffer> peers;
 
   // Collective over `boot`. With one rank there is no scratch.
@@ -57,24 +59,34 @@ struct mesh {
     m.qps = std::move(*qps);
     if (m.size == 1) return m;
     const std::size_t bytes = scratch_bytes(o, m.size);
-    auto s = scratch_memory::create(bytes, o.device);
-    if (!s) return unexpected(std::move(s).error());
-    m.scratch = std::move(*s);
-    auto mr = dom.register_memory(m.scratch.data(), bytes, m.scratch.location(), access::remote_write);
-    if (!mr) return unexpected(std::move(mr).error());
-    m.region.emplace(std::move(*mr));
+    if constexpr (allocates_memory<P>) {
+      // Host scratch from the provider where it can: UCX places it in shared
+      // memory that the peers on this node map, so a chunk is one copy
+      // straight into the peer's slot instead of UCX's put emulation (active
+      // messages: copied into and out of its FIFO, 8 KiB at a time).
+      if (o.device == nullptr)
+        if (auto mr = dom.allocate_memory(bytes, access::remote_write)) {
+          m.region.emplace(std::move(*mr));
+          m.provider_scratch = true;
+        }
+    }
+    if (!m.region) {
+      auto s = scratch_memory::create(bytes, o.device);
+      if (!s) return unexpected(std::move(s).error());
+      m.scratch = std::move(*s);
+      auto mr = dom.register_memory(m.scratch.data(), bytes, m.scratch.location(), access::remote_write);
+      if (!mr) return unexpected(std::move(mr).error());
+      m.region.emplace(std::move(*mr));
+    }
+    m.base = m.region->data();
     auto peers = exchange(boot, m.region->remote());
     if (!peers) return unexpected(std::move(peers).error());
     m.peers = std::move(*peers);
     return m;
   }
 
-  std::byte* send_slot(int peer, std::uint64_t k) const noexcept {
-    return scratch.data() + layout.send_offset(peer, k);
-  }
-  const std::byte* recv_slot(int peer, std::uint64_t k) const noexcept {
-    return scratch.data() + layout.recv_offset(peer, k);
-  }
+  std::byte* send_slot(int peer, std::uint64_t k) const noexcept { return base + layout.send_offset(peer, k); }
+  const std::byte* recv_slot(int peer, std::uint64_t k) const noexcept { return base + layout.recv_offset(peer, k); }
   // Chunk k (`bytes` long) to `peer`, by default from its send slot into its
   // receive slot at the peer.
   status write_chunk(int peer, std::uint64_t k, std::size_t bytes, std::uint32_t imm, std::uint64_t token,
