@@ -14,10 +14,10 @@
 #include <fabrix/fabrix.hpp>
 #include <fabrix/ucx.hpp>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <span>
-#include <vector>
 
 namespace coll = fabrix::coll;
 
@@ -39,18 +39,20 @@ int main(int argc, char** argv) {
   auto comm = coll::communicator<fabrix::ucx::provider>::create(*dom, *boot, opts);
   if (!comm) return std::fprintf(stderr, "communicator: %s\n", comm.error().describe().c_str()), 1;
 
-  // 3. Each rank's input: x[i] = rank + i (mod 1000), so the sum is known.
-  std::vector<std::int64_t> x(count);
+  // 3. The vector, in memory the communicator allocates and registers once
+  //    (as MPI_Alloc_mem): large calls then write chunks straight from and
+  //    into it instead of copying them through the scratch (with UCX over
+  //    shared memory, the peers map it). Plain memory works too, or memory
+  //    you register with comm->register_memory(span). The handle owns it.
+  auto mem = comm->allocate_memory(count * sizeof(std::int64_t));
+  if (!mem) return std::fprintf(stderr, "allocate_memory: %s\n", mem.error().describe().c_str()), 1;
+  const std::span<std::int64_t> x = mem->as<std::int64_t>();
+
+  // 4. Each rank's input: x[i] = rank + i (mod 1000), so the sum is known.
   for (std::size_t i = 0; i < count; ++i) x[i] = rank + static_cast<std::int64_t>(i % 1000);
 
-  // 4. Optional: register the vector once, so that large calls write chunks
-  //    straight from and into it instead of copying them through the
-  //    communicator's scratch. Keep the handle while you use the vector.
-  auto reg = comm->register_memory(std::span(x));
-  if (!reg) return std::fprintf(stderr, "register_memory: %s\n", reg.error().describe().c_str()), 1;
-
   // 5. Sum in place across all ranks.
-  if (auto r = coll::allreduce(*comm, std::span(x), coll::reduce_op::sum); !r)
+  if (auto r = coll::allreduce(*comm, x, coll::reduce_op::sum); !r)
     return std::fprintf(stderr, "rank %d: allreduce: %s\n", rank, r.error().describe().c_str()), 1;
 
   // 6. Check every element: sum over ranks of (rank + i%1000).

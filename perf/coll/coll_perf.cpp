@@ -47,7 +47,9 @@ struct config {
   int max_iters = 50;
   int rounds = 5;
   bool check = true;
-  bool registered = false;
+  // plain: std::vector, not registered; registered: the same, registered
+  // with the communicator; allocated: from communicator::allocate_memory.
+  std::string buffers = "plain";
   std::string transport;
   coll::options opts;
 };
@@ -90,8 +92,8 @@ bool parse(int argc, char** argv, config& c) {
     } else if (a == "--forward") {
       c.opts.forward_received = true;
       continue;
-    } else if (a == "--registered") {
-      c.registered = true;
+    } else if (a == "--registered" || a == "--allocated") {
+      c.buffers = a.substr(2);
       continue;
     } else {
       return false;
@@ -142,8 +144,40 @@ bool time_pair(int rounds, int calls, const std::function<bool()>& fab, const st
   return true;
 }
 
+// One size's buffers: `in` and `out` lie in the vectors, or with
+// --allocated in memory from communicator::allocate_memory; both are
+// registered with the communicator unless plain. Made once per size,
+// outside the timed calls, as an application sets up the buffers it reuses.
 struct buffers {
-  std::vector<float> in, out, ref;
+  std::vector<float> in_store, out_store;
+  coll::registered_memory<fabrix::ucx::provider> in_reg, out_reg;
+  std::span<float> in, out;
+
+  fabrix::result<void> make(comm_t& comm, const std::string& kind, std::size_t in_n, std::size_t out_n) {
+    if (kind == "allocated") {
+      auto i = comm.allocate_memory(in_n * sizeof(float));
+      if (!i) return fabrix::unexpected(std::move(i).error());
+      auto o = comm.allocate_memory(out_n * sizeof(float));
+      if (!o) return fabrix::unexpected(std::move(o).error());
+      in_reg = std::move(*i);
+      out_reg = std::move(*o);
+      in = in_reg.as<float>();
+      out = out_reg.as<float>();
+      return {};
+    }
+    in_store.resize(in_n);
+    out_store.resize(out_n);
+    in = in_store;
+    out = out_store;
+    if (kind == "plain") return {};
+    auto i = comm.register_memory(in);
+    if (!i) return fabrix::unexpected(std::move(i).error());
+    auto o = comm.register_memory(out);
+    if (!o) return fabrix::unexpected(std::move(o).error());
+    in_reg = std::move(*i);
+    out_reg = std::move(*o);
+    return {};
+  }
 };
 
 // The whole measurement; returns the exit status.
@@ -165,7 +199,8 @@ int run(const config& cfg, int rank, int n) {
   if (rank == 0) {
     std::printf("# coll-perf: %d ranks; fabrix: %s, chunk %zu B, %u slots%s%s; MPI: %s\n", n, dom->describe().c_str(),
                 cfg.opts.chunk_bytes, cfg.opts.slots, cfg.opts.forward_received ? ", forwarding" : "",
-                cfg.registered ? ", registered buffers" : "", "OpenMPI (its default algorithms and transports)");
+                cfg.buffers == "plain" ? "" : (", " + cfg.buffers + " buffers").c_str(),
+                "OpenMPI (its default algorithms and transports)");
     std::printf(
         "# busbw as nccl-tests; %d rounds of alternating batches; times: median batch (slowest rank's "
         "average per call); ratio = fabrix busbw / MPI busbw, median and p25-p75 over rounds\n",
@@ -192,47 +227,32 @@ int run(const config& cfg, int rank, int n) {
       const std::size_t bytes = total * sizeof(float);
       const std::size_t in_n = is_ag ? block : total, out_n = is_rs ? block : total;
       buffers b;
-      b.in.resize(in_n);
-      b.out.assign(out_n, 0);
+      if (auto r = b.make(*comm, cfg.buffers, in_n, out_n); !r) return fail("buffers", r.error());
+      std::fill(b.out.begin(), b.out.end(), 0.0f);
       for (std::size_t i = 0; i < in_n; ++i) b.in[i] = static_cast<float>((rank + 3 * i) % 17);
       const int iters = static_cast<int>(std::clamp<std::size_t>((std::size_t{64} << 20) / bytes, 3, cfg.max_iters));
       const int ci = static_cast<int>(block);
-      // --registered: both buffers registered with the communicator once per
-      // size (outside the timed calls), as an application registers the
-      // buffers it reuses; the collectives then skip the scratch copies.
-      fabrix::coll::registered_memory<fabrix::ucx::provider> reg_in, reg_out;
-      if (cfg.registered) {
-        auto ri = comm->register_memory(std::span(b.in));
-        auto ro = comm->register_memory(std::span(b.out));
-        if (!ri) return fail("register_memory", ri.error());
-        if (!ro) return fail("register_memory", ro.error());
-        reg_in = std::move(*ri);
-        reg_out = std::move(*ro);
-      }
       std::function<bool()> fab, mpi;
       if (is_ar) {
-        fab = [&] {
-          return bool(coll::allreduce(*comm, std::span<const float>(b.in), std::span(b.out), coll::reduce_op::sum));
-        };
+        fab = [&] { return bool(coll::allreduce(*comm, std::span<const float>(b.in), b.out, coll::reduce_op::sum)); };
         mpi = [&] {
           return MPI_Allreduce(b.in.data(), b.out.data(), ci, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS;
         };
       } else if (is_ag) {
-        fab = [&] { return bool(coll::allgather(*comm, std::span<const float>(b.in), std::span(b.out))); };
+        fab = [&] { return bool(coll::allgather(*comm, std::span<const float>(b.in), b.out)); };
         mpi = [&] {
           return MPI_Allgather(b.in.data(), ci, MPI_FLOAT, b.out.data(), ci, MPI_FLOAT, MPI_COMM_WORLD) == MPI_SUCCESS;
         };
       } else if (is_rs) {
         fab = [&] {
-          return bool(
-              coll::reduce_scatter(*comm, std::span<const float>(b.in), std::span(b.out), coll::reduce_op::sum));
+          return bool(coll::reduce_scatter(*comm, std::span<const float>(b.in), b.out, coll::reduce_op::sum));
         };
         mpi = [&] {
           return MPI_Reduce_scatter_block(b.in.data(), b.out.data(), ci, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) ==
                  MPI_SUCCESS;
         };
       } else {
-        fab = [&] { return bool(coll::alltoall(*comm, std::span<const float>(b.in), std::span(b.out))); };
+        fab = [&] { return bool(coll::alltoall(*comm, std::span<const float>(b.in), b.out)); };
         mpi = [&] {
           return MPI_Alltoall(b.in.data(), ci, MPI_FLOAT, b.out.data(), ci, MPI_FLOAT, MPI_COMM_WORLD) == MPI_SUCCESS;
         };
@@ -241,9 +261,9 @@ int run(const config& cfg, int rank, int n) {
       int same = 1;
       if (cfg.check) {
         if (!fab()) return fail(op.c_str(), comm->health().error());
-        std::vector<float> mine = b.out;
+        const std::vector<float> mine(b.out.begin(), b.out.end());
         if (!mpi()) same = 0;
-        same = same && mine == b.out;
+        same = same && std::equal(mine.begin(), mine.end(), b.out.begin(), b.out.end());
         int all_same = 0;
         MPI_Allreduce(&same, &all_same, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
         same = all_same;
@@ -275,11 +295,12 @@ int main(int argc, char** argv) {
   config cfg;
   if (!parse(argc, argv, cfg)) {
     if (rank == 0)
-      std::fprintf(stderr,
-                   "usage: coll-perf [--op all|allreduce|allgather|reduce_scatter|alltoall] [--min B] [--max B] "
-                   "[--factor F] [--iters N] [--rounds R] [--chunk B] [--slots N] [--forward] [--registered] "
-                   "[--transport UCX_TLS] "
-                   "[--no-check]\n");
+      std::fprintf(
+          stderr,
+          "usage: coll-perf [--op all|allreduce|allgather|reduce_scatter|alltoall] [--min B] [--max B] "
+          "[--factor F] [--iters N] [--rounds R] [--chunk B] [--slots N] [--forward] [--registered|--allocated] "
+          "[--transport UCX_TLS] "
+          "[--no-check]\n");
     MPI_Finalize();
     return 2;
   }

@@ -1,9 +1,11 @@
-// Collectives on buffers registered with the communicator (zero_copy.hpp):
-// allreduce over every dtype and op, sizes that divide by nothing, buffers
-// at different offsets of their registrations on different ranks, and
-// ranks that registered different things (input, output, both, in place,
-// nothing), so that every route between neighbours runs; allgather and
-// alltoallv the same way. Plus the checks on a peer's output message:
+// Collectives on buffers registered with the communicator (zero_copy.hpp)
+// or allocated by it (communicator::allocate_memory): allreduce over every
+// dtype and op, sizes that divide by nothing, buffers at different offsets
+// of their registrations on different ranks, and ranks that registered or
+// allocated different things (input, output, both, in place, nothing), so
+// that every route between neighbours runs; allgather and alltoallv the
+// same way. Where the slots came from the provider (UCX), peers write only
+// into allocated outputs, not registered ones; elsewhere into both. Plus the checks on a peer's output message:
 // malformed, truncated, outside its registration, for another call size.
 // (A forged region the provider refuses at post time: tests/conformance,
 // forged keys.)
@@ -30,9 +32,14 @@ fabrix::coll::options zero_copy_chunks() {
 }
 
 // What a rank registers in one call: mode 0 nothing, 1 the input, 2 the
-// output, 3 both, 4 both, in place.
-constexpr int modes = 5;
+// output, 3 both, 4 both, in place; allocated: 5 both, 6 both, in place.
+constexpr int modes = 7;
 int mode_of(int rank, int round) { return (rank + round) % modes; }
+
+// Whether peers write chunks straight into an output of `mode` (>= 2).
+bool output_takes_writes(const fxc::comm_t& comm, int mode) {
+  return mode >= 5 || (mode >= 2 && !comm.slots_from_provider());
+}
 
 template <class T>
 void registered_sizes(fxc::comm_t& comm, int rank, int n, std::span<const std::size_t> sizes) {
@@ -43,15 +50,25 @@ void registered_sizes(fxc::comm_t& comm, int rank, int n, std::span<const std::s
       ++salt;
       ++round;
       const int mode = mode_of(rank, round);
-      const bool right_out = mode_of((rank + 1) % n, round) >= 2;
-      // One pool per rank; the buffers sit at a rank-dependent offset in it.
+      const int right_mode = mode_of((rank + 1) % n, round);
+      // One pool per rank (allocated: the communicator's); the buffers sit
+      // at a rank-dependent offset in it.
       const std::size_t skew = 3 + static_cast<std::size_t>(rank) * 5;
-      std::vector<T> pool(2 * count + 2 * skew + 8, T(-9));
-      const std::span<T> in(pool.data() + skew, count);
-      const std::span<T> out = mode == 4 ? in : std::span<T>(pool.data() + count + 2 * skew, count);
-      for (std::size_t i = 0; i < count; ++i) in[i] = fxc::value<T>(rank, i, salt);
       fabrix::coll::registered_memory<fxc::P> reg_in, reg_out;
-      if (mode == 1 || mode >= 3) reg_in = fxt::must(comm.register_memory(in), "register input");
+      std::vector<T> heap;
+      std::span<T> pool;
+      if (mode >= 5) {
+        reg_in = fxt::must(comm.allocate_memory((2 * count + 2 * skew + 8) * sizeof(T)), "allocate");
+        pool = reg_in.as<T>();
+      } else {
+        heap.resize(2 * count + 2 * skew + 8);
+        pool = heap;
+      }
+      std::fill(pool.begin(), pool.end(), T(-9));
+      const std::span<T> in(pool.data() + skew, count);
+      const std::span<T> out = mode == 4 || mode == 6 ? in : std::span<T>(pool.data() + count + 2 * skew, count);
+      for (std::size_t i = 0; i < count; ++i) in[i] = fxc::value<T>(rank, i, salt);
+      if (mode == 1 || mode == 3 || mode == 4) reg_in = fxt::must(comm.register_memory(in), "register input");
       if (mode == 2 || mode == 3) reg_out = fxt::must(comm.register_memory(out), "register output");
       const std::uint64_t before = comm.direct_chunks();
       fxc::check_ok(fabrix::coll::allreduce(comm, std::span<const T>(in), out, op), "allreduce");
@@ -65,8 +82,9 @@ void registered_sizes(fxc::comm_t& comm, int rank, int n, std::span<const std::s
         if (pool[i] != T(-9)) fxt::rank_fail(what.c_str(), __FILE__, __LINE__, "guard before the input overwritten");
       for (std::size_t i = pool.size() - 8; i < pool.size(); ++i)
         if (pool[i] != T(-9)) fxt::rank_fail(what.c_str(), __FILE__, __LINE__, "guard after the output overwritten");
-      // Routes were taken exactly when something on this link was registered.
-      const bool direct = count * sizeof(T) > 1024 && (mode != 0 || right_out);
+      // Routes were taken exactly when this rank registered something or
+      // its right neighbour's output takes writes.
+      const bool direct = count * sizeof(T) > 1024 && (mode != 0 || output_takes_writes(comm, right_mode));
       if ((comm.direct_chunks() > before) != direct)
         fxt::rank_fail(what.c_str(), __FILE__, __LINE__,
                        "direct chunks " + std::to_string(comm.direct_chunks() - before) + ", expected " +
@@ -76,7 +94,7 @@ void registered_sizes(fxc::comm_t& comm, int rank, int n, std::span<const std::s
 }
 
 // allgather: mode 0 nothing registered, 1 the output, 2 the output with
-// the input in place (block rank() of it).
+// the input in place (block rank() of it), 3 the output allocated.
 template <class T>
 void registered_allgather(fxc::comm_t& comm, int rank, int n, std::span<const std::size_t> sizes) {
   std::uint64_t salt = 500;
@@ -84,17 +102,27 @@ void registered_allgather(fxc::comm_t& comm, int rank, int n, std::span<const st
   for (const std::size_t count : sizes) {
     ++salt;
     ++round;
-    const int mode = (rank + round) % 3;
-    const bool right_out = ((rank + 1) % n + round) % 3 != 0;
+    const int mode = (rank + round) % 4;
+    const int right_mode = ((rank + 1) % n + round) % 4;
+    const bool right_takes = right_mode == 3 || (right_mode != 0 && !comm.slots_from_provider());
     const std::size_t total = count * static_cast<std::size_t>(n);
     const std::size_t skew = 1 + static_cast<std::size_t>(rank) * 3;
-    std::vector<T> pool(total + count + 2 * skew, T(-9));
+    fabrix::coll::registered_memory<fxc::P> reg;
+    std::vector<T> heap;
+    std::span<T> pool;
+    if (mode == 3) {
+      reg = fxt::must(comm.allocate_memory((total + count + 2 * skew) * sizeof(T)), "allocate");
+      pool = reg.as<T>();
+    } else {
+      heap.resize(total + count + 2 * skew);
+      pool = heap;
+    }
+    std::fill(pool.begin(), pool.end(), T(-9));
     const std::span<T> out(pool.data() + skew, total);
     const std::span<T> in = mode == 2 ? out.subspan(static_cast<std::size_t>(rank) * count, count)
                                       : std::span<T>(pool.data() + 2 * skew + total, count);
     for (std::size_t i = 0; i < count; ++i) in[i] = fxc::value<T>(rank, i, salt);
-    fabrix::coll::registered_memory<fxc::P> reg;
-    if (mode != 0) reg = fxt::must(comm.register_memory(out), "register output");
+    if (mode == 1 || mode == 2) reg = fxt::must(comm.register_memory(out), "register output");
     const std::uint64_t before = comm.direct_chunks();
     fxc::check_ok(fabrix::coll::allgather(comm, std::span<const T>(in), out), "allgather");
     const std::string what = "registered allgather of " + std::to_string(count) + ", mode " + std::to_string(mode);
@@ -103,12 +131,13 @@ void registered_allgather(fxc::comm_t& comm, int rank, int n, std::span<const st
         [&](std::size_t i) { return fxc::value<T>(static_cast<int>(i / count), i % count, salt); }, what);
     for (std::size_t i = 0; i < skew; ++i)
       if (pool[i] != T(-9)) fxt::rank_fail(what.c_str(), __FILE__, __LINE__, "guard before the output overwritten");
-    if ((comm.direct_chunks() > before) != (mode != 0 || right_out))
+    if ((comm.direct_chunks() > before) != (mode != 0 || right_takes))
       fxt::rank_fail(what.c_str(), __FILE__, __LINE__, "unexpected route");
   }
 }
 
-// alltoallv: mode 0 nothing registered, 1 the input, 2 the output, 3 both.
+// alltoallv: mode 0 nothing registered, 1 the input, 2 the output, 3 both,
+// 4 both allocated.
 // Pieces of 0 to 3001 elements, some under the zero-copy threshold of
 // `min_piece` bytes, with gaps between them that must stay untouched.
 template <class T>
@@ -118,7 +147,11 @@ void registered_alltoallv(fxc::comm_t& comm, int rank, int n, std::size_t min_pi
   for (int round = 0; round < 8; ++round) {
     const std::uint64_t salt = 700 + static_cast<std::uint64_t>(round);
     auto count = [&](std::size_t from, std::size_t to) { return lengths[(from + 2 * to + round) % 6]; };
-    auto mode = [&](std::size_t r) { return (static_cast<int>(r) + round) % 4; };
+    auto mode = [&](std::size_t r) { return (static_cast<int>(r) + round) % 5; };
+    auto sends_direct = [&](std::size_t r) { return (mode(r) & 1) != 0 || mode(r) == 4; };
+    auto takes_writes = [&](std::size_t r) {
+      return mode(r) == 4 || ((mode(r) & 2) != 0 && !comm.slots_from_provider());
+    };
     std::vector<std::size_t> sc(un), sd(un), rc(un), rd(un);
     std::size_t in_len = 1, out_len = 2;  // leading gaps
     for (std::size_t p = 0; p < un; ++p) {
@@ -129,16 +162,30 @@ void registered_alltoallv(fxc::comm_t& comm, int rank, int n, std::size_t min_pi
       rd[p] = out_len;
       out_len += rc[p] + 3;
     }
-    std::vector<T> in(in_len, T(-5)), out(out_len, T(-9));
+    fabrix::coll::registered_memory<fxc::P> reg_in, reg_out;
+    std::vector<T> in_heap, out_heap;
+    std::span<T> in, out;
+    if (mode(me) == 4) {
+      reg_in = fxt::must(comm.allocate_memory(in_len * sizeof(T)), "allocate input");
+      reg_out = fxt::must(comm.allocate_memory(out_len * sizeof(T)), "allocate output");
+      in = reg_in.as<T>().first(in_len);
+      out = reg_out.as<T>().first(out_len);
+    } else {
+      in_heap.resize(in_len);
+      out_heap.resize(out_len);
+      in = in_heap;
+      out = out_heap;
+    }
+    std::fill(in.begin(), in.end(), T(-5));
+    std::fill(out.begin(), out.end(), T(-9));
     for (std::size_t p = 0; p < un; ++p)
       for (std::size_t i = 0; i < sc[p]; ++i) in[sd[p] + i] = fxc::value<T>(rank, p * 100000 + i, salt);
-    fabrix::coll::registered_memory<fxc::P> reg_in, reg_out;
-    if (mode(me) & 1) reg_in = fxt::must(comm.register_memory(std::span(in)), "register input");
-    if (mode(me) & 2) reg_out = fxt::must(comm.register_memory(std::span(out)), "register output");
+    if (mode(me) == 1 || mode(me) == 3) reg_in = fxt::must(comm.register_memory(in), "register input");
+    if (mode(me) == 2 || mode(me) == 3) reg_out = fxt::must(comm.register_memory(out), "register output");
     const std::uint64_t before = comm.direct_chunks();
     fxc::check_ok(fabrix::coll::alltoallv(comm, std::span<const T>(in), std::span<const std::size_t>(sc),
-                                          std::span<const std::size_t>(sd), std::span<T>(out),
-                                          std::span<const std::size_t>(rc), std::span<const std::size_t>(rd)),
+                                          std::span<const std::size_t>(sd), out, std::span<const std::size_t>(rc),
+                                          std::span<const std::size_t>(rd)),
                   "alltoallv");
     const std::string what = "registered alltoallv round " + std::to_string(round) + ", mode " +
                              std::to_string(mode(me)) + ", element size " + std::to_string(sizeof(T));
@@ -147,12 +194,12 @@ void registered_alltoallv(fxc::comm_t& comm, int rank, int n, std::size_t min_pi
       for (std::size_t i = 0; i < rc[p]; ++i)
         want[rd[p] + i] = fxc::value<T>(static_cast<int>(p), me * 100000 + i, salt);
     fxc::expect_elements(
-        out, [&](std::size_t i) { return want[i]; }, what);
+        std::vector<T>(out.begin(), out.end()), [&](std::size_t i) { return want[i]; }, what);
     // Direct chunks went out exactly for pieces over the threshold that
-    // leave from a registered input or land in a registered output.
+    // leave from a registered input or land in an output that takes writes.
     bool direct = false;
     for (std::size_t p = 0; p < un; ++p)
-      direct = direct || (p != me && sc[p] * sizeof(T) >= min_piece && ((mode(me) & 1) || (mode(p) & 2)));
+      direct = direct || (p != me && sc[p] * sizeof(T) >= min_piece && (sends_direct(me) || takes_writes(p)));
     if ((comm.direct_chunks() > before) != direct) fxt::rank_fail(what.c_str(), __FILE__, __LINE__, "unexpected route");
   }
 }
@@ -279,6 +326,36 @@ TEST_CASE("collectives: registered alltoall with the default options, several Mi
   });
 }
 
+TEST_CASE("collectives: allreduce and alltoall on allocated buffers with the default options, several MiB, 4 ranks") {
+  fxc::with_comm(4, fabrix::coll::options{}, [](fxc::comm_t& comm, int rank, int n) {
+    const std::size_t count = (std::size_t{1} << 20) + 7;
+    auto in_mem = fxt::must(comm.allocate_memory(count * sizeof(float)), "allocate input");
+    auto out_mem = fxt::must(comm.allocate_memory(count * sizeof(float)), "allocate output");
+    const std::span<float> in = in_mem.as<float>(), out = out_mem.as<float>();
+    FX_CHECK(in.size() == count);
+    FX_CHECK(out.size() == count);
+    for (std::size_t i = 0; i < count; ++i) in[i] = fxc::value<float>(rank, i, 31);
+    std::fill(out.begin(), out.end(), -1.0f);
+    std::uint64_t before = comm.direct_chunks();
+    fxc::check_ok(fabrix::coll::allreduce(comm, std::span<const float>(in), out, reduce_op::sum), "allreduce");
+    FX_CHECK(comm.direct_chunks() > before);
+    fxc::expect_elements(
+        std::vector<float>(out.begin(), out.end()),
+        [&](std::size_t i) { return fxc::reference<float>(n, i, reduce_op::sum, 31); }, "allocated allreduce");
+    const std::size_t block = count / 4;
+    before = comm.direct_chunks();
+    fxc::check_ok(fabrix::coll::alltoall(comm, std::span<const float>(in.first(4 * block)), out.first(4 * block)),
+                  "alltoall");
+    FX_CHECK(comm.direct_chunks() > before);
+    fxc::expect_elements(
+        std::vector<float>(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(4 * block)),
+        [&](std::size_t i) {
+          return fxc::value<float>(static_cast<int>(i / block), static_cast<std::size_t>(rank) * block + i % block, 31);
+        },
+        "allocated alltoall");
+  });
+}
+
 TEST_CASE("collectives: a peer's bad output address fails the call, writes nothing") {
   const std::uint64_t call = 4096 * sizeof(double);
   SUBCASE("malformed") {
@@ -344,5 +421,33 @@ TEST_CASE("collectives: a registration handle that outlives its communicator is 
     }
     reg.reset();  // the communicator (and its registrations) are gone: nothing to do, nothing touched
     FX_CHECK(v[0] == 2.0);
+  });
+}
+
+TEST_CASE("collectives: allocated memory is there while its handle and communicator are, and then empty") {
+  fxt::run_ranks(2, [](int, fabrix::bootstrap& boot) {
+    auto dom = fxt::open_static();
+    fabrix::coll::registered_memory<fxc::P> kept;
+    {
+      auto comm = fxt::must(fxc::comm_t::create(dom, boot, zero_copy_chunks()), "communicator::create");
+      auto empty = comm.allocate_memory(0);
+      FX_CHECK(!empty);
+      FX_CHECK(empty.code() == fabrix::status::invalid_argument);
+      auto mem = fxt::must(comm.allocate_memory(3000 * sizeof(double)), "allocate");
+      const std::span<double> v = mem.as<double>();
+      FX_CHECK(v.size() == 3000);
+      FX_CHECK(mem.bytes().size() == 3000 * sizeof(double));
+      FX_CHECK(comm.registered(v.data(), v.size_bytes()) != nullptr);
+      std::fill(v.begin(), v.end(), 1.5);
+      fxc::check_ok(fabrix::coll::allreduce(comm, v, reduce_op::sum), "allreduce");
+      FX_CHECK(std::all_of(v.begin(), v.end(), [](double x) { return x == 3.0; }));
+      mem.reset();  // freed: the handle is empty, the communicator forgets it
+      FX_CHECK(mem.bytes().empty());
+      kept = fxt::must(comm.allocate_memory(64), "allocate");
+      FX_CHECK(kept.bytes().size() == 64);
+      (void)boot.barrier();
+    }
+    FX_CHECK(kept.bytes().empty());  // freed with its communicator
+    kept.reset();
   });
 }

@@ -37,7 +37,7 @@ requires std::is_trivially_copyable_v<T> result<void> allgather(communicator<P>&
     detail::zero_copy_io<P> io;
     const bool zero_copy = detail::zero_copy_applies(c, out.size_bytes());
     if (zero_copy) detail::find_registered(c, io, nullptr, 0, out.data(), out.size_bytes(), sizeof(T));
-    const bool lands_in_out = io.out != nullptr;  // the left neighbour writes into `out`
+    const bool lands_in_out = io.out_lands;  // the left neighbour writes into `out`
     auto route = [&](std::size_t f, std::size_t l) {
       return detail::chunk_route{.from = io.out ? std::optional(io.output(f, l)) : std::nullopt,
                                  .to = io.right_output(f, l)};

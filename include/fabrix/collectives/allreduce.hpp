@@ -81,7 +81,7 @@ result<void> allreduce_ring(communicator<P>& c, K& k, std::span<const T> in, std
   zero_copy_io<P> io;  // nothing registered: the slots throughout
   const bool zero_copy = zero_copy_applies(c, in.size_bytes());
   if (zero_copy) find_registered(c, io, in.data(), in.size_bytes(), out.data(), out.size_bytes(), sizeof(T));
-  const bool lands_in_out = io.out != nullptr;  // the left neighbour writes the allgather half into `out`
+  const bool lands_in_out = io.out_lands;  // the left neighbour writes the allgather half into `out`
   auto produce = [&](std::size_t m, std::byte* slot) {
     if (io.in == nullptr) return copy_send_range(s, k, in.data())(m, slot);
     const auto [f, l] = s.send_range(m);

@@ -63,7 +63,8 @@ result<void> alltoallv_run(communicator<P>& c, K& k, std::span<const T> in, std:
       const int peer = static_cast<int>(p);
       if (!told[p] && c.can_send(peer)) {
         const std::size_t at = io.out_at + recv_displs[p] * sizeof(T);
-        if (auto r = post_output_message(c, peer, io.out, at, recv_counts[p] * sizeof(T)); !r) return r;
+        if (auto r = post_output_message(c, peer, io.out_lands ? io.out : nullptr, at, recv_counts[p] * sizeof(T)); !r)
+          return r;
         told[p] = 1;
         --left;
         moved = true;
@@ -93,7 +94,7 @@ result<void> alltoallv_run(communicator<P>& c, K& k, std::span<const T> in, std:
         moved = true;
       }
       // Chunks of a piece we said lands in our output are already there.
-      const bool lands_in_out = io.out != nullptr && direct(recv_counts[p]);
+      const bool lands_in_out = io.out_lands && direct(recv_counts[p]);
       while (heard[p] && received[p] < chunks(recv_counts[p])) {
         const std::byte* data = c.landed(peer, got);
         if (data == nullptr) break;

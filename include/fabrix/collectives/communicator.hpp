@@ -10,9 +10,11 @@
 // the matching receive slot at the peer; the receiver learns of it from the
 // notification, never by polling memory. Nothing is registered or allocated
 // per call: the scratch (options.hpp: scratch_bytes) is registered once. It
-// is host memory, or device memory with options::device (device_kernels.hpp).
-// Buffers the user registers (register_memory) let allreduce, allgather and
-// alltoall(v) write chunks from and into them directly (zero_copy.hpp),
+// is host memory (from the provider where it allocates, mesh.hpp), or
+// device memory with options::device (device_kernels.hpp).
+// Buffers the user registers (register_memory) or has it allocate
+// (allocate_memory) let allreduce, allgather and alltoall(v) write chunks
+// from and into them directly (zero_copy.hpp),
 // skipping the local copies through the slots; the slots' credits still
 // pace every chunk.
 //
@@ -157,6 +159,39 @@ class communicator {
   result<registered_memory<P>> register_memory(std::span<T> buf) {
     return register_memory(static_cast<void*>(buf.data()), buf.size_bytes());
   }
+  // `bytes` of memory() allocated and registered for this communicator, as
+  // register_memory registers (the handle's bytes()/as<T>() give it; freed
+  // with the handle or the communicator). Host memory comes from the
+  // provider where it can allocate (domain::allocate_memory): with UCX over
+  // shared memory the peers map it, so chunks written into it are one copy,
+  // as MPI_Alloc_mem's memory is for MPI. Allocate buffers that are reused,
+  // never per call.
+  result<registered_memory<P>> allocate_memory(std::size_t bytes) {
+    if (bytes == 0) return unexpected(status::invalid_argument, "allocate_memory: empty length", "collectives");
+    if constexpr (allocates_memory<P>) {
+      if (device() == nullptr) {
+        auto mr = dom().allocate_memory(bytes, access::remote_write);
+        if (!mr) return unexpected(std::move(mr).error());
+        return registered_memory<P>(registry_, registry_->add(std::move(*mr), {}, true));
+      }
+    }
+    auto m = detail::scratch_memory::create(bytes, device());
+    if (!m) return unexpected(std::move(m).error());
+    auto mr = dom().register_memory(m->data(), bytes, memory(), access::remote_write);
+    if (!mr) return unexpected(std::move(mr).error());
+    return registered_memory<P>(registry_, registry_->add(std::move(*mr), std::move(*m)));
+  }
+  // Whether peers should write chunks straight into registration `r` (one
+  // this communicator holds) rather than into this rank's slots: unless
+  // the slots came from the provider and `r` did not. (UCX over shared
+  // memory writes into its own allocations with one copy, but emulates a
+  // write into other memory with active messages: two copies, 8 KiB at a
+  // time, slower than the slots and a local copy.)
+  bool takes_direct_writes(const memory_region<P>* r) const noexcept {
+    return !slots_from_provider() || registry_->from_provider(r);
+  }
+  // Whether the scratch came from the provider (domain::allocate_memory).
+  bool slots_from_provider() const noexcept { return mesh_.provider_scratch; }
   // The registration holding [p, p + bytes), or nullptr.
   const memory_region<P>* registered(const void* p, std::size_t bytes) const noexcept {
     return registry_->find(p, bytes);

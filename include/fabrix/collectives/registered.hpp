@@ -1,15 +1,17 @@
 // Buffers a user registers with a communicator (communicator::
-// register_memory), so that collectives on memory inside them move chunks
-// straight from and into it instead of copying through the scratch
-// (zero_copy.hpp). The registry is what the communicator keeps; the handle
-// is what the user holds; a peer_output is what a peer said of its own.
+// register_memory), or has it allocate (communicator::allocate_memory), so
+// that collectives on memory inside them move chunks straight from and into
+// it instead of copying through the scratch (zero_copy.hpp). The registry is
+// what the communicator keeps; the handle is what the user holds; a
+// peer_output is what a peer said of its own.
 //
-// Lifetime: a handle deregisters its buffer when destroyed, or when its
-// communicator is (a handle that outlives it is then empty). The buffer
-// must stay allocated while registered.
+// Lifetime: a handle deregisters its buffer (and frees it, if allocated)
+// when destroyed, or when its communicator is (a handle that outlives it is
+// then empty). A registered buffer must stay allocated while registered.
 // Threading: as the communicator, one thread at a time.
 #pragma once
 
+#include <fabrix/collectives/scratch.hpp>
 #include <fabrix/concepts.hpp>
 #include <fabrix/memory_region.hpp>
 #include <fabrix/remote_buffer.hpp>
@@ -18,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -30,12 +33,26 @@ class registry {
  public:
   struct entry {
     std::uint64_t id;
+    scratch_memory owned;  // memory the communicator allocated for it (freed after the region)
     memory_region<P> region;
+    bool from_provider;  // allocated and registered by the provider (domain::allocate_memory)
   };
 
-  std::uint64_t add(memory_region<P> region) {
-    entries_.push_back(std::make_unique<entry>(entry{next_id_, std::move(region)}));
+  // `owned`: empty, or the memory under `region`, freed with it.
+  std::uint64_t add(memory_region<P> region, scratch_memory owned = {}, bool from_provider = false) {
+    entries_.push_back(std::make_unique<entry>(entry{next_id_, std::move(owned), std::move(region), from_provider}));
     return next_id_++;
+  }
+  const entry* get(std::uint64_t id) const noexcept {
+    for (const auto& e : entries_)
+      if (e->id == id) return e.get();
+    return nullptr;
+  }
+  // Whether `region` is one of these and came from the provider.
+  bool from_provider(const memory_region<P>* region) const noexcept {
+    for (const auto& e : entries_)
+      if (&e->region == region) return e->from_provider;
+    return false;
   }
   void remove(std::uint64_t id) {
     std::erase_if(entries_, [id](const auto& e) { return e->id == id; });
@@ -91,8 +108,23 @@ class registered_memory {
   registered_memory& operator=(const registered_memory&) = delete;
   ~registered_memory() { reset(); }
 
-  // Deregisters now (the same as destroying the handle). Not during a
-  // collective call of its communicator (calls are blocking: between calls).
+  // The buffer; empty once the handle or its communicator is gone.
+  std::span<std::byte> bytes() const noexcept {
+    auto r = registry_.lock();
+    const auto* e = r ? r->get(id_) : nullptr;
+    if (e == nullptr) return {};
+    return {e->region.data(), e->region.size()};
+  }
+  // The buffer as elements of T (bytes() must hold whole T's, suitably aligned).
+  template <class T>
+  std::span<T> as() const noexcept {
+    const auto b = bytes();
+    return {reinterpret_cast<T*>(b.data()), b.size() / sizeof(T)};
+  }
+
+  // Deregisters (and frees, if allocated) now, the same as destroying the
+  // handle. Not during a collective call of its communicator (calls are
+  // blocking: between calls).
   void reset() noexcept {
     if (auto r = registry_.lock()) r->remove(id_);
     registry_.reset();

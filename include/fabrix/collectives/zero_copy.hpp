@@ -72,6 +72,10 @@ struct zero_copy_io {
   std::size_t in_at = 0;  // offset of the input in its registration
   const memory_region<P>* out = nullptr;
   std::size_t out_at = 0;
+  // Peers write into `out` (this rank tells them where it is): only where
+  // that is as cheap as writing into the slots (communicator::
+  // takes_direct_writes); else `out` is still sent from.
+  bool out_lands = false;
   peer_output right{};
 
   local_slice input(std::size_t first, std::size_t last) const noexcept {
@@ -156,7 +160,7 @@ class output_exchange {
     const auto until = c_.deadline();
     while (!c_.can_send(left))
       if (auto r = c_.advance(false, until); !r) return r;
-    return post_output_message(c_, left, io_.out, io_.out_at, call_bytes_);
+    return post_output_message(c_, left, io_.out_lands ? io_.out : nullptr, io_.out_at, call_bytes_);
   }
   result<bool> poll() {
     if (heard_) return false;
@@ -191,6 +195,7 @@ void find_registered(communicator<P>& c, zero_copy_io<P>& io, const void* in, st
   if (io.in != nullptr) io.in_at = static_cast<std::size_t>(static_cast<const std::byte*>(in) - io.in->data());
   io.out = c.registered(out, out_bytes);
   if (io.out != nullptr) io.out_at = static_cast<std::size_t>(static_cast<std::byte*>(out) - io.out->data());
+  io.out_lands = io.out != nullptr && c.takes_direct_writes(io.out);
 }
 
 }  // namespace fabrix::coll::detail
