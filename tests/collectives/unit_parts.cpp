@@ -137,15 +137,15 @@ TEST_CASE("channel: credit window, protocol checks and counter widening") {
   CHECK(bytes == 8);
   ch.consume();
   CHECK(ch.owes_credit());
-  CHECK_FALSE(ch.owes_credit(true));  // batched: 1 of 4 slots is under half
+  CHECK_FALSE(ch.owes_credit(coll::detail::credits::in_batches));  // batched: 1 of 4 slots is under half
   REQUIRE(ch.next_landed(bytes));
   CHECK(bytes == 16);
   ch.consume();
   CHECK(ch.owes_credit());
-  CHECK(ch.owes_credit(true));  // 2 of 4: half the slots
+  CHECK(ch.owes_credit(coll::detail::credits::in_batches));  // 2 of 4: half the slots
   ch.credited = ch.released;
   CHECK_FALSE(ch.owes_credit());
-  CHECK_FALSE(ch.owes_credit(true));
+  CHECK_FALSE(ch.owes_credit(coll::detail::credits::in_batches));
 
   // A held slot (a forwarding write reads it) is credited only once released,
   // and chunks behind it wait for it (credits are cumulative).

@@ -24,6 +24,9 @@
 
 namespace fabrix::coll::detail {
 
+// Which owed credits a progress pass returns (channel::owes_credit).
+enum class credits { all, in_batches };
+
 struct channel {
   // --- towards the peer ---
   std::uint64_t sent = 0;             // chunks posted
@@ -98,14 +101,14 @@ struct channel {
     const std::uint64_t v = widen(peer_consumed, low);
     if (v <= sent) peer_consumed = v;
   }
-  // Credits to return: consumed chunks the peer has not been told of. With
-  // `batched`, only once they are half the slots: a rank that is still
+  // Credits to return: consumed chunks the peer has not been told of. In
+  // batches: only once they are half the slots: a rank that is still
   // moving sends one credit per slots/2 chunks instead of one per chunk
   // (a notification each); a rank about to wait, or ending a call, sends
   // whatever it owes (communicator::progress), so no sender waits on a
   // credit held back by a rank that is itself waiting.
-  bool owes_credit(bool batched = false) const noexcept {
-    return released != credited && (!batched || released - credited >= slots() / 2);
+  bool owes_credit(credits which = credits::all) const noexcept {
+    return released != credited && (which == credits::all || released - credited >= slots() / 2);
   }
 
   // "sent/acked, consumed/credited, N writes" for error messages.

@@ -274,10 +274,10 @@ class communicator {
                                               " were expected (mismatched collective calls)");
   }
 
-  // Polls the domain, handles what it returned and returns credits (with
-  // `batched`, only those owed in half-slot batches: channel.hpp). True
-  // when anything happened.
-  bool progress(bool batched = false) {
+  // Polls the domain, handles what it returned and returns the credits
+  // owed (`which`: all, or only half-slot batches: channel.hpp). True when
+  // anything happened.
+  bool progress(detail::credits which = detail::credits::all) {
     std::array<completion, 64> buf;
     const std::size_t n = dom().poll(buf);
     for (std::size_t i = 0; i < n; ++i) {
@@ -286,7 +286,7 @@ class communicator {
       else
         on_local(buf[i]);
     }
-    const bool credited = send_credits(batched);
+    const bool credited = send_credits(which);
     if (n > 0 || credited) {
       live_.moved(clock::now());
       return true;
@@ -324,7 +324,7 @@ class communicator {
   // fails at `until`, and returns every credit owed).
   result<void> advance(bool moved, clock::time_point until) {
     if (!moved) return idle(until);
-    progress(true);
+    progress(detail::credits::in_batches);
     return {};
   }
 
@@ -376,7 +376,7 @@ class communicator {
   // A notification, retried while the provider pushes back.
   result<void> notify_until(int peer, detail::notify_kind kind, std::uint64_t counter, clock::time_point until);
   status notify(int peer, detail::notify_kind kind, std::uint64_t counter);
-  bool send_credits(bool batched);
+  bool send_credits(detail::credits which);
   status start_probe(int p);
   // Flushes every peer not already probed: a dead peer fails the flush.
   void probe();

@@ -46,11 +46,11 @@ status communicator<P>::notify(int peer, detail::notify_kind kind, std::uint64_t
 }
 
 template <provider P>
-bool communicator<P>::send_credits(bool batched) {
+bool communicator<P>::send_credits(detail::credits which) {
   bool any = false;
   for (int p = 0; p < size() && !live_.failure; ++p) {
     detail::channel& ch = channels_[p];
-    if (!ch.owes_credit(batched)) continue;
+    if (!ch.owes_credit(which)) continue;
     const status s = notify(p, detail::notify_kind::credit, ch.released);
     if (s == status::again) break;  // retried on the next progress()
     if (s != status::ok) {
