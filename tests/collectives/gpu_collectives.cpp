@@ -11,6 +11,8 @@
 #include <fabrix/cuda/collective_kernels.hpp>
 #include <fabrix/cuda/device_buffer.hpp>
 
+#include <cuda_runtime_api.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -181,6 +183,26 @@ TEST_CASE("gpu collectives: the ring forwarding from device receive slots (forwa
     allreduce_case<float>(comm, gpu, rank, n, 4099, 500);
     allreduce_case<std::int64_t>(comm, gpu, rank, n, 1001, 510);
     movement_case<std::int32_t>(comm, gpu, rank, n, 1001, 520);
+  });
+}
+
+TEST_CASE("gpu collectives: allocate_memory gives device memory that the collectives run on, 3 ranks") {
+  with_device_comm(3, fxc::small_chunks(), [](fxc::comm_t& comm, fabrix::memory_location gpu, int rank, int n) {
+    const std::size_t count = 4099;
+    auto mem = fxt::must(comm.allocate_memory(count * sizeof(float)), "allocate_memory");
+    const std::span<float> x = mem.as<float>();
+    cudaPointerAttributes attr{};
+    if (cudaPointerGetAttributes(&attr, x.data()) != cudaSuccess || attr.type != cudaMemoryTypeDevice)
+      fxt::rank_fail("allocate_memory: not device memory", __FILE__, __LINE__);
+    std::vector<float> host(count);
+    for (std::size_t i = 0; i < count; ++i) host[i] = fxc::value<float>(rank, i, 600);
+    if (cudaMemcpy(x.data(), host.data(), x.size_bytes(), cudaMemcpyHostToDevice) != cudaSuccess)
+      fxt::rank_fail("copy to device", __FILE__, __LINE__);
+    fxc::check_ok(fabrix::coll::allreduce(comm, x, reduce_op::sum, gpu), "allreduce on allocated device memory");
+    if (cudaMemcpy(host.data(), x.data(), x.size_bytes(), cudaMemcpyDeviceToHost) != cudaSuccess)
+      fxt::rank_fail("copy to host", __FILE__, __LINE__);
+    fxc::expect_elements(
+        host, [&](std::size_t i) { return fxc::reference<float>(n, i, reduce_op::sum, 600); }, "allocated on the GPU");
   });
 }
 

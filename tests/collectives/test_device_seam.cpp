@@ -23,6 +23,7 @@ class deferred_kernels final : public fabrix::coll::device_kernels {
   fabrix::result<void*> allocate(std::size_t bytes) override {
     void* p = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
     if (p == nullptr) return fabrix::unexpected(status::no_memory, "deferred_kernels");
+    ++allocations;
     return p;
   }
   void deallocate(void* p) noexcept override { std::free(p); }
@@ -45,6 +46,7 @@ class deferred_kernels final : public fabrix::coll::device_kernels {
   fabrix::memory_location where{};
   std::uint64_t readies = 0;
   std::uint64_t ops = 0;
+  std::uint64_t allocations = 0;
   std::uint64_t fail_ready_at = 0;  // 0: never
 
  private:
@@ -136,6 +138,17 @@ TEST_CASE("collectives: device-kernel seam, work deferred until ready(), 2-4 ran
       check_all<std::int64_t>(comm, rank, n, 777, 7);
       check_all<float>(comm, rank, n, 777, 8);
       if (k.ops == 0 || k.readies == 0) fxt::rank_fail("deferred kernels unused", __FILE__, __LINE__);
+      // allocate_memory gives the kernels' memory (not the provider's, nor
+      // the heap), and collectives run on it.
+      const std::uint64_t before = k.allocations;
+      auto mem = fxt::must(comm.allocate_memory(1001 * sizeof(double)), "allocate_memory");
+      if (k.allocations != before + 1) fxt::rank_fail("not allocated by the kernels", __FILE__, __LINE__);
+      const std::span<double> x = mem.as<double>();
+      for (std::size_t i = 0; i < x.size(); ++i) x[i] = fxc::value<double>(rank, i, 99);
+      fxc::check_ok(fabrix::coll::allreduce(comm, x, reduce_op::sum), "allreduce on allocated memory");
+      fxc::expect_elements(
+          std::vector<double>(x.begin(), x.end()),
+          [&](std::size_t i) { return fxc::reference<double>(n, i, reduce_op::sum, 99); }, "allocated, deferred");
     });
   }
 }
