@@ -103,7 +103,7 @@ class communicator {
   // which peers are dead (their endpoints then close at once, while a
   // graceful close to a dead peer would wait).
   ~communicator() {
-    if (mesh_.dom == nullptr || !mesh_.region) return;
+    if (mesh_.dom == nullptr || !mesh_.scratch) return;
     live_.closing = true;
     if (live_.failure) {
       for (int p = 0; p < size(); ++p)
@@ -152,7 +152,7 @@ class communicator {
   result<registered_memory<P>> register_memory(void* addr, std::size_t bytes) {
     auto mr = dom().register_memory(addr, bytes, memory(), access::remote_write);
     if (!mr) return unexpected(std::move(mr).error());
-    const std::uint64_t id = registry_->add(std::move(*mr));
+    const std::uint64_t id = registry_->add(detail::owned_region<P>{{}, std::move(*mr), false});
     return registered_memory<P>(registry_, id);
   }
   template <class T>
@@ -168,18 +168,9 @@ class communicator {
   // never per call.
   result<registered_memory<P>> allocate_memory(std::size_t bytes) {
     if (bytes == 0) return unexpected(status::invalid_argument, "allocate_memory: empty length", "collectives");
-    if constexpr (allocates_memory<P>) {
-      if (device() == nullptr) {
-        auto mr = dom().allocate_memory(bytes, access::remote_write);
-        if (!mr) return unexpected(std::move(mr).error());
-        return registered_memory<P>(registry_, registry_->add(std::move(*mr), {}, true));
-      }
-    }
-    auto m = detail::scratch_memory::create(bytes, device());
+    auto m = detail::allocate_registered(dom(), bytes, device());
     if (!m) return unexpected(std::move(m).error());
-    auto mr = dom().register_memory(m->data(), bytes, memory(), access::remote_write);
-    if (!mr) return unexpected(std::move(mr).error());
-    return registered_memory<P>(registry_, registry_->add(std::move(*mr), std::move(*m)));
+    return registered_memory<P>(registry_, registry_->add(std::move(*m)));
   }
   // Whether peers should write chunks straight into registration `r` (one
   // this communicator holds) rather than into this rank's slots: unless
@@ -191,7 +182,7 @@ class communicator {
     return !slots_from_provider() || registry_->from_provider(r);
   }
   // Whether the scratch came from the provider (domain::allocate_memory).
-  bool slots_from_provider() const noexcept { return mesh_.provider_scratch; }
+  bool slots_from_provider() const noexcept { return mesh_.scratch && mesh_.scratch->from_provider; }
   // The registration holding [p, p + bytes), or nullptr.
   const memory_region<P>* registered(const void* p, std::size_t bytes) const noexcept {
     return registry_->find(p, bytes);

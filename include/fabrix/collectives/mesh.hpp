@@ -5,12 +5,13 @@
 // zero-byte notification.
 // Nothing here is allocated or registered after create().
 //
-// Lifetime: the domain outlives the mesh; the region is deregistered before
-// the scratch is freed (member order).
+// Lifetime: the domain outlives the mesh; the scratch's region is
+// deregistered before its memory is freed (owned_region.hpp).
 #pragma once
 
 #include <fabrix/bootstrap.hpp>
 #include <fabrix/collectives/options.hpp>
+#include <fabrix/collectives/owned_region.hpp>
 #include <fabrix/collectives/scratch.hpp>
 #include <fabrix/connect.hpp>
 #include <fabrix/domain.hpp>
@@ -41,10 +42,7 @@ struct mesh {
   int size = 1;
   scratch_layout layout;
   std::vector<queue_pair<P>> qps;
-  scratch_memory scratch;  // empty when the provider allocated the region
-  std::optional<memory_region<P>> region;
-  std::byte* base = nullptr;      // the scratch: region->data()
-  bool provider_scratch = false;  // the region came from domain::allocate_memory
+  std::optional<owned_region<P>> scratch;  // none with one rank
   std::vector<remote_buffer> peers;
 
   // Collective over `boot`. With one rank there is no scratch.
@@ -58,52 +56,39 @@ struct mesh {
     m.layout = scratch_layout{m.rank, o.slots, o.chunk_bytes};
     m.qps = std::move(*qps);
     if (m.size == 1) return m;
-    const std::size_t bytes = scratch_bytes(o, m.size);
-    if constexpr (allocates_memory<P>) {
-      // Host scratch from the provider where it can: UCX places it in shared
-      // memory that the peers on this node map, so a chunk is one copy
-      // straight into the peer's slot instead of UCX's put emulation (active
-      // messages: copied into and out of its FIFO, 8 KiB at a time).
-      if (o.device == nullptr)
-        if (auto mr = dom.allocate_memory(bytes, access::remote_write)) {
-          m.region.emplace(std::move(*mr));
-          m.provider_scratch = true;
-        }
-    }
-    if (!m.region) {
-      auto s = scratch_memory::create(bytes, o.device);
-      if (!s) return unexpected(std::move(s).error());
-      m.scratch = std::move(*s);
-      auto mr = dom.register_memory(m.scratch.data(), bytes, m.scratch.location(), access::remote_write);
-      if (!mr) return unexpected(std::move(mr).error());
-      m.region.emplace(std::move(*mr));
-    }
-    m.base = m.region->data();
-    auto peers = exchange(boot, m.region->remote());
+    auto s = allocate_registered(dom, scratch_bytes(o, m.size), o.device);
+    if (!s) return unexpected(std::move(s).error());
+    m.scratch.emplace(std::move(*s));
+    auto peers = exchange(boot, m.scratch->region.remote());
     if (!peers) return unexpected(std::move(peers).error());
     m.peers = std::move(*peers);
     return m;
   }
 
-  std::byte* send_slot(int peer, std::uint64_t k) const noexcept { return base + layout.send_offset(peer, k); }
-  const std::byte* recv_slot(int peer, std::uint64_t k) const noexcept { return base + layout.recv_offset(peer, k); }
+  const memory_region<P>& region() const noexcept { return scratch->region; }
+  std::byte* send_slot(int peer, std::uint64_t k) const noexcept {
+    return region().data() + layout.send_offset(peer, k);
+  }
+  const std::byte* recv_slot(int peer, std::uint64_t k) const noexcept {
+    return region().data() + layout.recv_offset(peer, k);
+  }
   // Chunk k (`bytes` long) to `peer`, by default from its send slot into its
   // receive slot at the peer.
   status write_chunk(int peer, std::uint64_t k, std::size_t bytes, std::uint32_t imm, std::uint64_t token,
                      const chunk_route& route = {}) {
-    return qps[peer].write_with_imm(route.from ? *route.from : region->slice(layout.send_offset(peer, k), bytes),
+    return qps[peer].write_with_imm(route.from ? *route.from : region().slice(layout.send_offset(peer, k), bytes),
                                     route.to ? *route.to : peers[peer].slice(layout.recv_offset_at(peer, k), bytes),
                                     imm, token);
   }
   // Chunk k_from of `from`, in its receive slot here, on to `to` as chunk k_to.
   status forward_chunk(int from, std::uint64_t k_from, int to, std::uint64_t k_to, std::size_t bytes, std::uint32_t imm,
                        std::uint64_t token) {
-    return qps[to].write_with_imm(region->slice(layout.recv_offset(from, k_from), bytes),
+    return qps[to].write_with_imm(region().slice(layout.recv_offset(from, k_from), bytes),
                                   peers[to].slice(layout.recv_offset_at(to, k_to), bytes), imm, token);
   }
   // A zero-byte write_with_imm: only the notification.
   status notify(int peer, std::uint32_t imm, std::uint64_t token) {
-    return qps[peer].write_with_imm(region->slice(0, 0), peers[peer].slice(0, 0), imm, token);
+    return qps[peer].write_with_imm(region().slice(0, 0), peers[peer].slice(0, 0), imm, token);
   }
   status flush(int peer, std::uint64_t token) { return qps[peer].flush(token); }
 };

@@ -11,7 +11,7 @@
 // Threading: as the communicator, one thread at a time.
 #pragma once
 
-#include <fabrix/collectives/scratch.hpp>
+#include <fabrix/collectives/owned_region.hpp>
 #include <fabrix/concepts.hpp>
 #include <fabrix/memory_region.hpp>
 #include <fabrix/remote_buffer.hpp>
@@ -33,14 +33,11 @@ class registry {
  public:
   struct entry {
     std::uint64_t id;
-    scratch_memory owned;  // memory the communicator allocated for it (freed after the region)
-    memory_region<P> region;
-    bool from_provider;  // allocated and registered by the provider (domain::allocate_memory)
+    owned_region<P> mem;  // a user's buffer (mem.memory empty), or memory allocated for it
   };
 
-  // `owned`: empty, or the memory under `region`, freed with it.
-  std::uint64_t add(memory_region<P> region, scratch_memory owned = {}, bool from_provider = false) {
-    entries_.push_back(std::make_unique<entry>(entry{next_id_, std::move(owned), std::move(region), from_provider}));
+  std::uint64_t add(owned_region<P> mem) {
+    entries_.push_back(std::make_unique<entry>(entry{next_id_, std::move(mem)}));
     return next_id_++;
   }
   const entry* get(std::uint64_t id) const noexcept {
@@ -51,7 +48,7 @@ class registry {
   // Whether `region` is one of these and came from the provider.
   bool from_provider(const memory_region<P>* region) const noexcept {
     for (const auto& e : entries_)
-      if (&e->region == region) return e->from_provider;
+      if (&e->mem.region == region) return e->mem.from_provider;
     return false;
   }
   void remove(std::uint64_t id) {
@@ -61,9 +58,10 @@ class registry {
   const memory_region<P>* find(const void* p, std::size_t bytes) const noexcept {
     const auto* b = static_cast<const std::byte*>(p);
     for (const auto& e : entries_) {
-      const std::byte* base = e->region.data();
-      if (b >= base && bytes <= e->region.size() && static_cast<std::size_t>(b - base) <= e->region.size() - bytes)
-        return &e->region;
+      const std::byte* base = e->mem.region.data();
+      if (b >= base && bytes <= e->mem.region.size() &&
+          static_cast<std::size_t>(b - base) <= e->mem.region.size() - bytes)
+        return &e->mem.region;
     }
     return nullptr;
   }
@@ -113,7 +111,7 @@ class registered_memory {
     auto r = registry_.lock();
     const auto* e = r ? r->get(id_) : nullptr;
     if (e == nullptr) return {};
-    return {e->region.data(), e->region.size()};
+    return {e->mem.region.data(), e->mem.region.size()};
   }
   // The buffer as elements of T (bytes() must hold whole T's, suitably aligned).
   template <class T>
