@@ -45,10 +45,10 @@ struct options {
   // Allreduce and allgather of at least this many bytes (alltoall(v): each
   // piece of at least this / size()) on host memory write chunks straight
   // from and into buffers registered with communicator::register_memory
-  // or allocated by communicator::allocate_memory (zero_copy.hpp), at the cost of one extra message per call (alltoall:
-  // per piece) that tells the writer where the output is. Smaller calls,
-  // and calls when chunk_bytes is under 1 KiB, copy through the scratch.
-  // Every rank passes the same value.
+  // or allocated by communicator::allocate_memory (zero_copy.hpp), at the
+  // cost of one extra message per call (alltoall: per piece) that tells the
+  // writer where the output is. Smaller calls, and calls when chunk_bytes is
+  // under 1 KiB, copy through the scratch. Every rank passes the same value.
   std::size_t zero_copy_min_bytes = std::size_t{256} << 10;
   // Null: the scratch and every collective's buffers are host memory. Else
   // the scratch is memory this object allocates (e.g. GPU memory from
