@@ -10,6 +10,8 @@
 #include <doctest/doctest.h>
 #include <fabrix/fabrix.hpp>
 
+#include "crash_report.hpp"
+
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -67,6 +69,7 @@ inline void run_ranks(int n, const std::function<void(int, fabrix::bootstrap&)>&
     const pid_t pid = ::fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {
+      report_crashes(rank);
       auto boot = rank == 0 ? root->accept() : fabrix::bootstrap::create(rank, n, where, "fabrix-test");
       if (!boot) rank_fail("bootstrap", __FILE__, __LINE__, boot.error().describe());
       body(rank, *boot);
@@ -102,9 +105,10 @@ inline void run_ranks(int n, const std::function<void(int, fabrix::bootstrap&)>&
     const ending want = expected ? expected(r) : ending::exit_ok;
     const int st = statuses[r];
     if (want == ending::exit_ok) {
-      CHECK_MESSAGE((WIFEXITED(st) && WEXITSTATUS(st) == 0), "rank " << r << " failed (status " << st << ")");
+      CHECK_MESSAGE((WIFEXITED(st) && WEXITSTATUS(st) == 0), "rank " << r << " failed: " << describe_ending(st));
     } else {
-      CHECK_MESSAGE((WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL), "rank " << r << " should have been killed");
+      CHECK_MESSAGE((WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL),
+                    "rank " << r << " should have been killed, but " << describe_ending(st));
     }
   }
 }
