@@ -176,11 +176,17 @@ struct domain_state {
       : ring(max_outstanding), ops(max_outstanding), operands(std::make_unique<std::uint64_t[]>(2 * max_outstanding)) {}
   domain_state(const domain_state&) = delete;
   domain_state& operator=(const domain_state&) = delete;
+  // The endpoint closes first: until then our notification receives are
+  // posted with notify_mr's descriptor, and rxm still matches messages that
+  // arrive during fi_close(ep) against them (it reads the descriptor to
+  // learn the buffer's memory type). Closing the MRs first made that a
+  // use-after-free: ranks crashed in the leaver's fi_close on verbs;ofi_rxm
+  // when a peer kept writing to them (15 of 15 runs with MALLOC_PERTURB_).
   ~domain_state() {
+    if (ep) fi_close(&ep->fid);
     if (notify_mr) fi_close(&notify_mr->fid);
     if (discard_mr) fi_close(&discard_mr->fid);
     if (operand_mr) fi_close(&operand_mr->fid);
-    if (ep) fi_close(&ep->fid);
     if (av) fi_close(&av->fid);
     if (cq) fi_close(&cq->fid);
     if (domain) fi_close(&domain->fid);
