@@ -83,8 +83,25 @@ inline int query_provider(const domain_options& opts, bool hmem, fi_info** info)
   return ret;
 }
 
+// Asks ofi_rxm for a shared receive context (FI_OFI_RXM_USE_SRX=1) unless
+// the environment already says otherwise. Why: libfabric 1.17's rxm over
+// verbs defaults to a receive queue per connection, and when a connection
+// closes (the peer left, or our own fi_close) while receive completions
+// from it are still queued, rxm reposts their buffers to the connection's
+// endpoint after closing it: SIGSEGV in fi_cq_read or fi_close. On rxe0,
+// the conformance case of peers that leave while rank 0 still writes to
+// them crashed in 10 of 10 runs with rxm's default, 0 of 15 with the shared
+// context, whose buffers go back to one receive context that lives as long
+// as the rxm endpoint. Over tcp, rxm uses the shared context by default.
+// rxm reads the variable at fi_getinfo and again at fi_endpoint, so it is
+// set before the first query. setenv is not thread-safe against getenv or
+// setenv in another thread at the same moment (as for every libfabric
+// parameter).
+inline void prefer_rxm_shared_receive_context() { ::setenv("FI_OFI_RXM_USE_SRX", "1", 0); }
+
 // `hmem` says whether the chosen provider registers CUDA memory (FI_HMEM).
 inline result<fi_info*> find_provider(const domain_options& opts, bool& hmem) {
+  prefer_rxm_shared_receive_context();
   fi_info* info = nullptr;
   hmem = false;
   if (want_hmem() && query_provider(opts, true, &info) == 0 && info != nullptr) {
