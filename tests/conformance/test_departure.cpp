@@ -10,10 +10,10 @@ using fabrix::opcode;
 using fabrix::status;
 
 TEST_CASE_TEMPLATE("conformance: peers that close while rank 0 still polls and writes to them", P, FX_PROVIDERS) {
-  // libfabric 1.17's verbs;ofi_rxm crashed here (SIGSEGV reposting receive
-  // buffers to a closed connection, in the leaver's fi_close and in rank 0's
-  // fi_cq_read) until the ofi provider asked rxm for a shared receive
-  // context; see providers/ofi/README.md.
+  // verbs;ofi_rxm crashed here twice over (SIGSEGV in the leaver's fi_close
+  // and in rank 0's fi_cq_read): rxm 1.17 reposting receive buffers to a
+  // closed connection, and the ofi domain closing its notification MR
+  // before its endpoint. See providers/ofi/README.md.
   constexpr int ranks = 4;
   constexpr std::uint64_t per_peer = 100;
   fxt::with_ranks<P>(ranks, [](fxt::rank_env<P>& env) {
