@@ -41,7 +41,8 @@ struct any_domain_base {
   virtual std::size_t poll(std::span<completion> out) = 0;
   virtual status wait(std::chrono::milliseconds timeout) = 0;
   virtual result<std::vector<std::byte>> address() const = 0;
-  virtual result<std::unique_ptr<any_endpoint_base>> connect(std::span<const std::byte> peer) = 0;
+  virtual result<std::unique_ptr<any_endpoint_base>> connect(std::span<const std::byte> peer,
+                                                             std::uint32_t peer_id) = 0;
   virtual provider_id provider() const noexcept = 0;
   virtual std::uint64_t owner() const noexcept = 0;
   virtual capabilities runtime_caps() const noexcept = 0;
@@ -75,8 +76,8 @@ struct any_domain_model final : any_domain_base {
   std::size_t poll(std::span<completion> out) override { return impl.poll(out); }
   status wait(std::chrono::milliseconds timeout) override { return impl.wait(timeout); }
   result<std::vector<std::byte>> address() const override { return impl.address(); }
-  result<std::unique_ptr<any_endpoint_base>> connect(std::span<const std::byte> peer) override {
-    auto e = impl.connect(peer);
+  result<std::unique_ptr<any_endpoint_base>> connect(std::span<const std::byte> peer, std::uint32_t peer_id) override {
+    auto e = impl.connect(peer, peer_id);
     if (!e) return unexpected(std::move(e).error());
     return std::unique_ptr<any_endpoint_base>(new any_endpoint_model<P>(std::move(*e)));
   }
@@ -184,8 +185,8 @@ struct any_provider {
     std::size_t poll(std::span<completion> out) { return d_->poll(out); }
     status wait(std::chrono::milliseconds timeout) { return d_->wait(timeout); }
     result<std::vector<std::byte>> address() const { return d_->address(); }
-    result<endpoint_impl> connect(std::span<const std::byte> peer) {
-      auto e = d_->connect(peer);
+    result<endpoint_impl> connect(std::span<const std::byte> peer, std::uint32_t peer_id) {
+      auto e = d_->connect(peer, peer_id);
       if (!e) return unexpected(std::move(e).error());
       return endpoint_impl(std::move(*e));
     }

@@ -1,4 +1,8 @@
 // fabrix::completion — one finished operation, as returned by domain::poll.
+//
+// A recv that finds a message longer than its buffer completes with
+// status::truncated: `bytes` is the buffer's length, the buffer holds the
+// message's first `bytes` bytes and the rest is dropped (every provider).
 #pragma once
 
 #include <fabrix/status.hpp>
@@ -50,6 +54,10 @@ struct completion {
   std::uint8_t flags = 0;        // internal routing bits; leave zero
   std::uint32_t imm = 0;         // write_with_imm / remote_write_imm value
   std::int32_t native_code = 0;  // provider's own code when status is an error
+  // remote_write_imm and recv: the peer id of the queue pair the message
+  // arrived on (queue_pair::peer_id(); connect_all makes it the sender's
+  // rank). 0 for other operations.
+  std::uint32_t peer = 0;
 };
 
 }  // namespace fabrix

@@ -10,7 +10,8 @@
 //     poll(span<completion>) -> size_t   progress, then fill finished ops
 //     wait(milliseconds) -> status       block on the provider's event fd
 //     address() -> result<vector<byte>>  what a peer passes to connect()
-//     connect(span<const byte>) -> result<endpoint_impl>
+//     connect(span<const byte>, uint32_t peer_id) -> result<endpoint_impl>
+//       peer_id: what completions arriving on it carry in completion::peer
 //     provider(), owner(), runtime_caps(), describe()
 //       owner(): the id its regions carry (remote_buffer::owner, local_slice::owner)
 //   P::endpoint_impl                  a connected endpoint to one peer
@@ -59,13 +60,14 @@ concept provider =
     requires(typename P::domain_impl& d, const typename P::domain_impl& cd, typename P::endpoint_impl& e,
              const typename P::region_impl& r, std::span<completion> out, std::span<const operation> ops,
              std::size_t& posted, void* addr, std::size_t len, memory_location loc, access rights,
-             std::span<const std::byte> peer, const domain_options& opts, std::chrono::milliseconds timeout) {
+             std::span<const std::byte> peer, std::uint32_t peer_id, const domain_options& opts,
+             std::chrono::milliseconds timeout) {
       { P::domain_impl::create(opts) } -> std::same_as<result<typename P::domain_impl>>;
       { d.register_memory(addr, len, loc, rights) } -> std::same_as<result<typename P::region_impl>>;
       { d.poll(out) } -> std::same_as<std::size_t>;
       { d.wait(timeout) } -> std::same_as<status>;
       { cd.address() } -> std::same_as<result<std::vector<std::byte>>>;
-      { d.connect(peer) } -> std::same_as<result<typename P::endpoint_impl>>;
+      { d.connect(peer, peer_id) } -> std::same_as<result<typename P::endpoint_impl>>;
       { cd.provider() } -> std::same_as<provider_id>;
       { cd.owner() } -> std::same_as<std::uint64_t>;
       { cd.runtime_caps() } -> std::same_as<capabilities>;

@@ -23,7 +23,7 @@ result<std::vector<queue_pair<P>>> connect_all(domain<P>& dom, bootstrap& boot) 
   std::vector<queue_pair<P>> qps;
   qps.reserve(all->size());
   for (std::size_t r = 0; r < all->size(); ++r) {
-    auto qp = dom.connect((*all)[r]);
+    auto qp = dom.connect((*all)[r], static_cast<std::uint32_t>(r));
     if (!qp) {
       auto e = std::move(qp).error();
       e.message = "connect to rank " + std::to_string(r) + ": " + e.message;

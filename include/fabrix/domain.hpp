@@ -7,18 +7,27 @@
 // one-sided operations need the target's help (P::caps.needs_target_progress,
 // e.g. UCX over tcp) complete them only while the target polls or waits.
 //
-// Lifetime: the domain outlives its queue pairs and memory regions.
+// Lifetime: the provider's state lives until the domain and every queue
+// pair and memory region made from it are gone, so destroying the domain
+// first is safe: its queue pairs then refuse every post with
+// status::invalid_argument (no completion can be polled any more), and
+// their destructors and the regions' still release what they hold.
 // Threading: one thread at a time per domain (and what it made).
 #pragma once
 
 #include <fabrix/concepts.hpp>
 #include <fabrix/detail/awaiter.hpp>
+#include <fabrix/detail/domain_core.hpp>
+#include <fabrix/detail/host_range.hpp>
 #include <fabrix/domain_options.hpp>
 #include <fabrix/memory_region.hpp>
 #include <fabrix/queue_pair.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cstddef>
+#include <memory>
 #include <span>
 #include <string>
 #include <utility>
@@ -34,19 +43,38 @@ class domain {
   static result<domain> create(const domain_options& opts = {}) {
     auto impl = P::domain_impl::create(opts);
     if (!impl) return unexpected(std::move(impl).error());
-    return domain(std::move(*impl));
+    return domain(std::make_shared<detail::domain_core<P>>(std::move(*impl)));
   }
+
+  domain(domain&& other) noexcept = default;
+  domain& operator=(domain&& other) noexcept {
+    if (this != &other) {
+      close();
+      core_ = std::move(other.core_);
+    }
+    return *this;
+  }
+  domain(const domain&) = delete;
+  domain& operator=(const domain&) = delete;
+  ~domain() { close(); }
 
   // Registers [addr, addr+len) holding memory of `where`. Refuses an empty
   // or null range, unknown access bits, and memory the provider cannot
-  // reach (status::unsupported).
+  // reach (status::unsupported). Host memory is checked against this
+  // process's mappings: a range that is not wholly mapped or overflows is
+  // invalid_argument, read-only memory asked for remote_write or
+  // remote_atomic is access_denied; the message names the reason.
   result<memory_region<P>> register_memory(void* addr, std::size_t len, memory_location where, access rights) {
     if (addr == nullptr || len == 0)
       return unexpected(status::invalid_argument, "register_memory: empty or null buffer");
     if (!is_known(rights)) return unexpected(status::invalid_argument, "register_memory: unknown access bits");
-    auto r = impl_.register_memory(addr, len, where, rights);
+    if (where.kind == memory_kind::host) {
+      auto v = detail::check_host_range(addr, len, rights);
+      if (v.status != status::ok) return unexpected(v.status, "register_memory: " + v.why);
+    }
+    auto r = impl().register_memory(addr, len, where, rights);
     if (!r) return unexpected(std::move(r).error());
-    return memory_region<P>(std::move(*r));
+    return memory_region<P>(std::move(*r), core_);
   }
   // Host memory.
   result<memory_region<P>> register_memory(std::span<std::byte> buf, access rights) {
@@ -61,37 +89,55 @@ class domain {
   result<memory_region<P>> allocate_memory(std::size_t len, access rights) requires allocates_memory<P> {
     if (len == 0) return unexpected(status::invalid_argument, "allocate_memory: empty length");
     if (!is_known(rights)) return unexpected(status::invalid_argument, "allocate_memory: unknown access bits");
-    auto r = impl_.allocate_memory(len, rights);
+    auto r = impl().allocate_memory(len, rights);
     if (!r) return unexpected(std::move(r).error());
-    return memory_region<P>(std::move(*r));
+    return memory_region<P>(std::move(*r), core_);
   }
 
   // Drives progress and returns how many entries of `out` it filled.
   // Completions of awaited operations resume their coroutines here, on this
   // thread, and are not returned.
-  std::size_t poll(std::span<completion> out) { return detail::route_completions(out.data(), impl_.poll(out)); }
+  std::size_t poll(std::span<completion> out) { return detail::route_completions(out.data(), impl().poll(out)); }
   // Blocks until a completion may be ready (ok) or `timeout` passes
-  // (timed_out). Call poll() afterwards.
-  status wait(std::chrono::milliseconds timeout) { return impl_.wait(timeout); }
-
-  // This domain's address blob; a peer passes it to its connect().
-  result<std::vector<std::byte>> address() const { return impl_.address(); }
-  result<queue_pair<P>> connect(std::span<const std::byte> peer_address) {
-    auto e = impl_.connect(peer_address);
-    if (!e) return unexpected(std::move(e).error());
-    return queue_pair<P>(std::move(*e), impl_.provider(), impl_.owner(), impl_.runtime_caps());
+  // (timed_out). Call poll() afterwards. A negative timeout is 0; one longer
+  // than max_wait (about 24 days, what poll(2) takes) waits max_wait, so
+  // `wait(milliseconds::max())` in a loop blocks instead of spinning.
+  static constexpr std::chrono::milliseconds max_wait{INT_MAX};
+  status wait(std::chrono::milliseconds timeout) {
+    return impl().wait(std::clamp(timeout, std::chrono::milliseconds::zero(), max_wait));
   }
 
-  provider_id provider() const noexcept { return impl_.provider(); }
-  capabilities caps() const noexcept { return impl_.runtime_caps(); }
-  // One line: provider, transport, device — for logs and perf headers.
-  std::string describe() const { return impl_.describe(); }
+  // This domain's address blob; a peer passes it to its connect().
+  result<std::vector<std::byte>> address() const { return impl().address(); }
+  // A queue pair to the peer whose address() is `peer_address`. Its
+  // peer_id() (what completions from it carry in completion::peer) is
+  // `peer_id`, or, without it, the number of queue pairs this domain made
+  // before (0, 1, 2, ...).
+  result<queue_pair<P>> connect(std::span<const std::byte> peer_address) {
+    return connect(peer_address, core_->next_peer_id);
+  }
+  result<queue_pair<P>> connect(std::span<const std::byte> peer_address, std::uint32_t peer_id) {
+    auto e = impl().connect(peer_address, peer_id);
+    if (!e) return unexpected(std::move(e).error());
+    ++core_->next_peer_id;
+    return queue_pair<P>(std::move(*e), core_, peer_id);
+  }
 
-  typename P::domain_impl& native() noexcept { return impl_; }
+  provider_id provider() const noexcept { return impl().provider(); }
+  capabilities caps() const noexcept { return impl().runtime_caps(); }
+  // One line: provider, transport, device — for logs and perf headers.
+  std::string describe() const { return impl().describe(); }
+
+  typename P::domain_impl& native() noexcept { return impl(); }
 
  private:
-  explicit domain(typename P::domain_impl impl) : impl_(std::move(impl)) {}
-  typename P::domain_impl impl_;
+  explicit domain(std::shared_ptr<detail::domain_core<P>> core) : core_(std::move(core)) {}
+  typename P::domain_impl& impl() const noexcept { return core_->impl; }
+  void close() noexcept {
+    if (core_) core_->open = false;
+  }
+
+  std::shared_ptr<detail::domain_core<P>> core_;
 };
 
 }  // namespace fabrix

@@ -16,7 +16,11 @@ struct domain_options {
   // Device name ("mlx5_0", "eth0", ...); empty means the provider's choice.
   std::string device;
   // Operations in flight per domain before posting returns status::again.
+  // Posted recv()s do not count here: they have their own bound below.
   std::size_t max_outstanding = 8192;
+  // recv()s posted and not yet completed per domain before recv() returns
+  // status::again. Sends and one-sided operations never wait behind them.
+  std::size_t max_posted_recvs = 1024;
 };
 
 }  // namespace fabrix

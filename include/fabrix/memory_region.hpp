@@ -1,14 +1,17 @@
 // fabrix::memory_region<P> — a registered, contiguous buffer. Move-only; the
-// registration is released when it is destroyed. Must not outlive its domain,
-// and must outlive every operation that uses its slices.
+// registration is released when it is destroyed (it keeps its domain's
+// provider state alive until then, see domain.hpp), and must outlive every
+// operation that uses its slices.
 #pragma once
 
 #include <fabrix/concepts.hpp>
+#include <fabrix/detail/domain_core.hpp>
 #include <fabrix/local_slice.hpp>
 #include <fabrix/remote_buffer.hpp>
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <utility>
 
 namespace fabrix {
@@ -16,7 +19,8 @@ namespace fabrix {
 template <provider P>
 class memory_region {
  public:
-  explicit memory_region(typename P::region_impl impl) : impl_(std::move(impl)) {}
+  memory_region(typename P::region_impl impl, std::shared_ptr<detail::domain_core<P>> core)
+      : core_(std::move(core)), impl_(std::move(impl)) {}
 
   std::byte* data() const noexcept { return reinterpret_cast<std::byte*>(remote().address); }
   std::size_t size() const noexcept { return static_cast<std::size_t>(remote().length); }
@@ -42,6 +46,7 @@ class memory_region {
   typename P::region_impl& native() noexcept { return impl_; }
 
  private:
+  std::shared_ptr<detail::domain_core<P>> core_;  // declared first: released after impl_
   typename P::region_impl impl_;
 };
 

@@ -13,17 +13,19 @@
 // after its data is in place, and flush completes only after every operation
 // posted before it on this queue_pair is complete at the target.
 //
-// Threading: used by the thread that polls its domain. Lifetime: must not
-// outlive its domain.
+// Threading: used by the thread that polls its domain. Lifetime: may outlive
+// its domain; every post then returns invalid_argument (see domain.hpp).
 #pragma once
 
 #include <fabrix/concepts.hpp>
 #include <fabrix/detail/awaiter.hpp>
+#include <fabrix/detail/domain_core.hpp>
 #include <fabrix/detail/validate.hpp>
 #include <fabrix/operation.hpp>
 
 #include <coroutine>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <utility>
 
@@ -71,8 +73,16 @@ class queue_pair {
  public:
   using provider_type = P;
 
-  queue_pair(typename P::endpoint_impl impl, provider_id id, std::uint64_t owner, capabilities caps)
-      : impl_(std::move(impl)), id_(id), owner_(owner), caps_(caps) {}
+  queue_pair(typename P::endpoint_impl impl, std::shared_ptr<detail::domain_core<P>> core, std::uint32_t peer_id)
+      : core_(std::move(core)),
+        impl_(std::move(impl)),
+        id_(core_->impl.provider()),
+        owner_(core_->impl.owner()),
+        caps_(core_->impl.runtime_caps()),
+        peer_id_(peer_id) {}
+
+  // What completions that arrive on this queue pair carry in completion::peer.
+  std::uint32_t peer_id() const noexcept { return peer_id_; }
 
   // --- posting with a token ------------------------------------------------
   status write(const local_slice& src, remote_slice dst, std::uint64_t token) {
@@ -132,6 +142,7 @@ class queue_pair {
   // Validates every operation first: if one is invalid nothing is posted and
   // `posted` is its index. Otherwise posts in order (one provider call).
   post_result post(std::span<const operation> ops) {
+    if (!core_ || !core_->open) return {status::invalid_argument, 0};
     for (std::size_t i = 0; i < ops.size(); ++i) {
       if (status s = detail::validate(ops[i], id_, owner_, caps_); s != status::ok) return {s, i};
     }
@@ -140,6 +151,7 @@ class queue_pair {
     return {s, posted};
   }
   status post(const operation& o) {
+    if (!core_ || !core_->open) return status::invalid_argument;  // moved from, or its domain destroyed
     if (status s = detail::validate(o, id_, owner_, caps_); s != status::ok) return s;
     std::size_t posted = 0;
     return impl_.post(std::span<const operation>(&o, 1), posted);
@@ -148,10 +160,12 @@ class queue_pair {
   typename P::endpoint_impl& native() noexcept { return impl_; }
 
  private:
+  std::shared_ptr<detail::domain_core<P>> core_;  // declared first: released after impl_
   typename P::endpoint_impl impl_;
   provider_id id_;
   std::uint64_t owner_;  // the domain's id: local slices must carry it
   capabilities caps_;
+  std::uint32_t peer_id_;
 };
 
 }  // namespace fabrix

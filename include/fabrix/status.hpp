@@ -26,6 +26,10 @@ enum class [[nodiscard]] status : std::uint8_t {
   canceled,
   no_memory,
   provider_error,
+  // The remote region was deregistered: its remote_buffer no longer grants
+  // anything. Operations through it complete with this status and change no
+  // byte at the target.
+  stale_key,
 };
 // clang-format on
 
@@ -49,6 +53,7 @@ constexpr std::string_view to_string(status s) noexcept {
     case status::canceled: return "canceled";
     case status::no_memory: return "no_memory";
     case status::provider_error: return "provider_error";
+    case status::stale_key: return "stale_key";
   }
   return "unknown";
 }

@@ -24,8 +24,8 @@ inline std::string unavailable_reason() {
          "cuda_ipc runs the same checks on device memory in tests/gpu (meson test --suite gpu)";
 }
 
-inline fabrix::domain<static_provider> open_static() {
-  return must(fabrix::cuda_ipc::domain::create(test_options()), "cuda_ipc domain");
+inline fabrix::domain<static_provider> open_static(const fabrix::domain_options& options = test_options()) {
+  return must(fabrix::cuda_ipc::domain::create(options), "cuda_ipc domain");
 }
 
 }  // namespace fxt

@@ -22,8 +22,8 @@ inline std::string unavailable_reason() { return {}; }
 // force, so that a run meant to exercise a registration path (the VM's
 // verbs;ofi_rxm: FI_MR_LOCAL and FI_MR_PROV_KEY) fails instead of silently
 // testing another one.
-inline fabrix::domain<static_provider> open_static() {
-  auto dom = must(fabrix::ofi::domain::create(test_options()), "ofi domain");
+inline fabrix::domain<static_provider> open_static(const fabrix::domain_options& options = test_options()) {
+  auto dom = must(fabrix::ofi::domain::create(options), "ofi domain");
   if (const char* want = std::getenv("FABRIX_TEST_OFI_MR_MODE"); want && *want) {
     const std::string got = fabrix::ofi::detail::mr_mode_names(dom.native().mr_mode());
     if (got != want)

@@ -14,8 +14,8 @@ inline constexpr const char* provider_name = "ucx";
 // Empty when the provider can run here; otherwise why not (the run is skipped).
 inline std::string unavailable_reason() { return {}; }
 
-inline fabrix::domain<static_provider> open_static() {
-  return must(fabrix::ucx::domain::create(test_options()), "ucx domain");
+inline fabrix::domain<static_provider> open_static(const fabrix::domain_options& options = test_options()) {
+  return must(fabrix::ucx::domain::create(options), "ucx domain");
 }
 
 }  // namespace fxt

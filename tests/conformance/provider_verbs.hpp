@@ -25,8 +25,8 @@ inline std::string unavailable_reason() {
   return {};
 }
 
-inline fabrix::domain<static_provider> open_static() {
-  return must(fabrix::verbs::domain::create(test_options()), "verbs domain");
+inline fabrix::domain<static_provider> open_static(const fabrix::domain_options& options = test_options()) {
+  return must(fabrix::verbs::domain::create(options), "verbs domain");
 }
 
 }  // namespace fxt

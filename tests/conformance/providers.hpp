@@ -21,27 +21,37 @@ struct open_provider;
 
 template <>
 struct open_provider<static_provider> {
-  static fabrix::domain<static_provider> domain() { return open_static(); }
+  static fabrix::domain<static_provider> domain(const fabrix::domain_options& o = test_options()) {
+    return open_static(o);
+  }
 };
 
 template <>
 struct open_provider<fabrix::any_provider> {
-  static fabrix::any_domain domain() {
-    return must(fabrix::open(provider_name, test_options()), "open(provider_name)");
+  static fabrix::any_domain domain(const fabrix::domain_options& o = test_options()) {
+    return must(fabrix::open(provider_name, o), "open(provider_name)");
   }
 };
+
+// Runs body(env) on `n` ranks of provider P, each opened with `options`.
+template <class P, class Body>
+void with_ranks_options(int n, const fabrix::domain_options& options, Body body,
+                        std::chrono::seconds limit = std::chrono::seconds(90),
+                        const std::function<ending(int)>& expected = {}) {
+  run_ranks(
+      n,
+      [&](int rank, fabrix::bootstrap& boot) {
+        rank_env<P> env(rank, boot, open_provider<P>::domain(options));
+        body(env);
+      },
+      limit, expected);
+}
 
 // Runs body(env) on `n` ranks of provider P.
 template <class P, class Body>
 void with_ranks(int n, Body body, std::chrono::seconds limit = std::chrono::seconds(90),
                 const std::function<ending(int)>& expected = {}) {
-  run_ranks(
-      n,
-      [&](int rank, fabrix::bootstrap& boot) {
-        rank_env<P> env(rank, boot, open_provider<P>::domain());
-        body(env);
-      },
-      limit, expected);
+  with_ranks_options<P>(n, test_options(), std::move(body), limit, expected);
 }
 
 }  // namespace fxt

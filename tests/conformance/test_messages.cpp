@@ -23,7 +23,10 @@ TEST_CASE_TEMPLATE("conformance: send and recv in order, with truncation reporte
         FX_CHECK(c.bytes == static_cast<std::uint64_t>(i * 10 + 1));
         FX_CHECK(fxt::first_mismatch(in.data() + i * 1024, c.bytes, i) == c.bytes);
       }
-      FX_CHECK(env.next_token(500).status == status::truncated);
+      const completion t = env.next_token(500);
+      FX_CHECK(t.status == status::truncated);
+      FX_CHECK(t.bytes == 16);  // the buffer's length: it holds the message's first 16 bytes
+      FX_CHECK(fxt::first_mismatch(in.data() + count * 1024, 16, 77) == 16);
       // Answer with one large message.
       fxt::fill(out.data(), 65536, 1234);
       env.complete_ok(env.qps[0].send(mo.slice(0, 65536), 600), 600);
@@ -33,6 +36,7 @@ TEST_CASE_TEMPLATE("conformance: send and recv in order, with truncation reporte
         fxt::fill(out.data() + i * 11, i * 10 + 1, i);
         env.complete_ok(env.qps[1].send(mo.slice(i * 11, i * 10 + 1), i), i);
       }
+      fxt::fill(out.data(), 64, 77);
       env.complete_ok(env.qps[1].send(mo.slice(0, 64), 500), 500);
       env.complete_ok(env.qps[1].recv(mi.slice(0, 65536), 600), 600);
       FX_CHECK(fxt::first_mismatch(in.data(), 65536, 1234) == 65536);

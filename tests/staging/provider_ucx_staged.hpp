@@ -19,8 +19,8 @@ inline constexpr const char* provider_name = "ucx+staged";
 
 inline std::string unavailable_reason() { return {}; }
 
-inline fabrix::domain<static_provider> open_static() {
-  return must(fabrix::domain<static_provider>::create(test_options()), "ucx+staged domain");
+inline fabrix::domain<static_provider> open_static(const fabrix::domain_options& options = test_options()) {
+  return must(fabrix::domain<static_provider>::create(options), "ucx+staged domain");
 }
 
 // Inline variables of one header are initialised in order after those of

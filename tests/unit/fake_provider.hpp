@@ -7,6 +7,7 @@
 #include <fabrix/detail/completion_ring.hpp>
 #include <fabrix/fabrix.hpp>
 
+#include <chrono>
 #include <cstring>
 #include <memory>
 
@@ -20,6 +21,7 @@ struct domain_state {
   }
   fabrix::detail::completion_ring ring{64};
   std::uint64_t epoch = 1;
+  std::chrono::milliseconds last_wait{-1};  // the timeout the core passed to wait() last
 };
 
 class region_impl {
@@ -87,7 +89,8 @@ class domain_impl {
     return region_impl(rb);
   }
   std::size_t poll(std::span<fabrix::completion> out) { return d_->ring.drain(out); }
-  fabrix::status wait(std::chrono::milliseconds) {
+  fabrix::status wait(std::chrono::milliseconds timeout) {
+    d_->last_wait = timeout;
     return d_->ring.empty() ? fabrix::status::timed_out : fabrix::status::ok;
   }
   fabrix::result<std::vector<std::byte>> address() const {
@@ -96,7 +99,7 @@ class domain_impl {
     std::memcpy(a.data(), &p, sizeof(p));
     return a;
   }
-  fabrix::result<endpoint_impl> connect(std::span<const std::byte> peer) {
+  fabrix::result<endpoint_impl> connect(std::span<const std::byte> peer, std::uint32_t) {
     if (peer.size() != sizeof(void*))
       return fabrix::unexpected(fabrix::status::invalid_argument, "bad address", "fake");
     domain_state* p;
@@ -107,6 +110,7 @@ class domain_impl {
   std::uint64_t owner() const noexcept { return d_->owner; }
   fabrix::capabilities runtime_caps() const noexcept { return caps_; }
   std::string describe() const { return "fake"; }
+  std::chrono::milliseconds last_wait() const noexcept { return d_->last_wait; }
 
  private:
   domain_impl() : d_(std::make_unique<domain_state>()) {}

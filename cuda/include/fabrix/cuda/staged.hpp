@@ -167,8 +167,8 @@ struct staged {
     }
 
     result<std::vector<std::byte>> address() const { return s_->inner.address(); }
-    result<endpoint_impl> connect(std::span<const std::byte> peer) {
-      auto e = s_->inner.connect(peer);
+    result<endpoint_impl> connect(std::span<const std::byte> peer, std::uint32_t peer_id) {
+      auto e = s_->inner.connect(peer, peer_id);
       if (!e) return unexpected(std::move(e).error());
       return endpoint_impl(s_.get(), std::move(*e));
     }

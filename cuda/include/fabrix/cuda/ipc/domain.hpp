@@ -223,7 +223,7 @@ class domain_impl {
     return blob;
   }
 
-  result<endpoint_impl> connect(std::span<const std::byte> blob) {
+  result<endpoint_impl> connect(std::span<const std::byte> blob, std::uint32_t peer_id) {
     auto peer = parse_address(blob);
     if (!peer) return unexpected(std::move(peer).error());
     if (peer->node != d_->node)
@@ -243,6 +243,7 @@ class domain_impl {
       return unexpected(s, "sending hello to the peer failed", "cuda_ipc");
     auto p = std::make_unique<detail::peer_state>();
     p->dom = d_.get();
+    p->peer_id = peer_id;
     p->nonce = peer->nonce;
     p->secret = peer->secret;
     // Same pid and same random token: this process (a pid alone repeats

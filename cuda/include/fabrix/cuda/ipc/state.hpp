@@ -154,7 +154,8 @@ struct domain_state {
 
 struct peer_state {
   domain_state* dom = nullptr;
-  link* out = nullptr;  // owned by dom->links
+  std::uint32_t peer_id = 0;  // completion::peer of what arrives on this queue pair
+  link* out = nullptr;        // owned by dom->links
   std::uint64_t nonce = 0;
   fabrix::detail::seal_key secret{};
   bool same_process = false;  // another domain of this process: addresses are usable as they are

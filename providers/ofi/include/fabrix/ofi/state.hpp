@@ -205,6 +205,7 @@ struct verified_region {
 
 struct peer_state {
   domain_state* dom = nullptr;
+  std::uint32_t peer_id = 0;  // completion::peer of what arrives on this queue pair
   fi_addr_t addr = FI_ADDR_UNSPEC;
   std::uint64_t nonce = 0;                 // the peer domain's: tags its sends, owns its regions
   fabrix::detail::seal_key peer_secret{};  // verifies the peer's remote_buffers

@@ -231,11 +231,12 @@ class domain_impl {
     return blob;
   }
 
-  result<endpoint_impl> connect(std::span<const std::byte> blob) {
+  result<endpoint_impl> connect(std::span<const std::byte> blob, std::uint32_t peer_id) {
     auto peer = detail::parse_address(blob);
     if (!peer) return unexpected(std::move(peer).error());
     auto p = std::make_unique<detail::peer_state>();
     p->dom = d_.get();
+    p->peer_id = peer_id;
     p->send_tag = d_->nonce;
     p->recv_tag = peer->nonce;
     p->identity = peer->process;

@@ -166,6 +166,7 @@ struct domain_state {
 
 struct peer_state {
   domain_state* dom = nullptr;
+  std::uint32_t peer_id = 0;  // completion::peer of what arrives on this queue pair
   ucp_ep_h ep = nullptr;
   std::uint64_t send_tag = 0;              // our domain's nonce: tags our sends
   std::uint64_t recv_tag = 0;              // the peer domain's nonce: matches its sends, owns its regions

@@ -167,9 +167,10 @@ class domain_impl {
     return detail::encode_address(a);
   }
 
-  result<endpoint_impl> connect(std::span<const std::byte> blob) {
+  result<endpoint_impl> connect(std::span<const std::byte> blob, std::uint32_t peer_id) {
     auto p = detail::connect_peer(*d_, blob);
     if (!p) return unexpected(std::move(p).error());
+    (*p)->peer_id = peer_id;
     return endpoint_impl(std::move(*p));
   }
 

@@ -60,6 +60,7 @@ struct domain_state;
 
 struct peer_state {
   domain_state* dom = nullptr;
+  std::uint32_t peer_id = 0;  // completion::peer of what arrives on this queue pair
   ibv_qp* qp = nullptr;
   ibv_ah* ah = nullptr;  // to the peer's UD queue pair (handshake); null for a loopback to self
   peer_address remote{};
