@@ -47,8 +47,12 @@ if [ -z "$build" ]; then
   build=$root/build-gpu-src
   if [ ! -f "$build/meson-info/intro-tests.json" ]; then
     say "configuring $build"
-    meson setup "$build" "$root" -Dcuda=enabled -Dbuildtype=debugoptimized -Dexamples=false >"$build.setup.log" 2>&1 ||
-      die "meson setup failed, see $build.setup.log"
+    log=$(mktemp "${TMPDIR:-/tmp}/fabrix-bundle-setup.XXXXXX")
+    meson setup "$build" "$root" -Dcuda=enabled -Dbuildtype=debugoptimized -Dexamples=false >"$log" 2>&1 || {
+      tail -30 "$log" >&2
+      die "meson setup failed (log: $log)"
+    }
+    rm -f "$log"
   fi
 fi
 [ -f "$build/meson-info/intro-tests.json" ] || die "$build is not a configured meson build dir"
