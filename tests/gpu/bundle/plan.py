@@ -27,7 +27,7 @@ import sys
 SUITES = {"gpu", "cuda", "cuda_ipc", "gpu-verbs"}
 GPU_SUITES = {"gpu", "gpu-verbs", "cuda_ipc"}
 EXTRA = {"tests/gpu/gpu_bench": True, "perf/fabrix-perf": False}  # path: required
-BENCH_TIMEOUT = 150
+BENCH_TIMEOUT = 120
 
 
 def introspect(build, what):

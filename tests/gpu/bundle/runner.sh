@@ -8,7 +8,7 @@
 #
 # Runs every check in checks.sh (the meson suites gpu, cuda, cuda_ipc,
 # gpu-verbs and the bandwidth sweep), each under its own `timeout`, the
-# whole run within RUN_BUDGET seconds (default 420). Each check is passed,
+# whole run within RUN_BUDGET seconds (default 300). Each check is passed,
 # failed or skipped: exit 77 is skipped, and so is a doctest run in which
 # no test case passed; a timeout is failed.
 # Writes under $OUT (default ./gpu-out): summary.json, summary.txt,
@@ -16,7 +16,7 @@
 # logs.tar.gz (logs.txt without tar) with one log per check.
 # Exit status: 0 when nothing failed, 1 otherwise.
 # Knobs: CHECKS='gpu_ipc*' runs only the checks whose names match that
-# pattern; RUN_BUDGET=SECONDS; CHECK_TIMEOUT_CAP=SECONDS (default 150, the
+# pattern; RUN_BUDGET=SECONDS; CHECK_TIMEOUT_CAP=SECONDS (default 120, the
 # most one check may take); FABRIX_BUNDLE_NO_PYTHON=1 acts as if python3
 # were absent.
 set -uo pipefail
@@ -24,8 +24,8 @@ B=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT" || exit 1
 OUT=$(cd "$OUT" && pwd)
-RUN_BUDGET=${RUN_BUDGET:-420}
-CHECK_TIMEOUT_CAP=${CHECK_TIMEOUT_CAP:-150}
+RUN_BUDGET=${RUN_BUDGET:-300}
+CHECK_TIMEOUT_CAP=${CHECK_TIMEOUT_CAP:-120}
 CHECKS=${CHECKS:-*}
 started=$SECONDS
 work=$(mktemp -d "${TMPDIR:-/tmp}/fabrix-gpu-run.XXXXXX") || exit 1
@@ -92,7 +92,9 @@ gpus=""
 if command -v nvidia-smi >/dev/null 2>&1; then
   nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1
   nvidia-smi -q 2>&1 | head -300 >>"$OUT/nvidia-smi.txt"
-  gpus=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -4 | tr '\n' ';')
+  # Only what nvidia-smi lists when it works (not its error message).
+  gpus=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -4 |
+    tr '\n' ';') || gpus=""
 else
   echo "nvidia-smi: not found on this machine" >"$OUT/nvidia-smi.txt"
 fi
