@@ -11,7 +11,10 @@ usage: rehearse.py SOURCE_ROOT BUILD_DIR
    "not found" only for the GPU driver (libcuda.so.1, libnvidia-*).
 3. run.sh from another directory with a scrubbed environment
    (env -i PATH=/usr/bin:/bin OUT=...), then again with a PATH holding only
-   bash and coreutils (no python3, tar, grep, nvidia-smi): every check the
+   bash and coreutils (no python3, tar, grep, nvidia-smi), and (as root,
+   where mount namespaces work) chrooted into a root that holds only glibc,
+   bash and coreutils, so nothing can come from the system's UCX,
+   libfabric, rdma-core or libstdc++: every check the
    build dir's suites gpu, cuda, cuda_ipc and gpu-verbs define is there
    with its meson arguments; every GPU check is skipped because there is no
    device (never passed, never failed), the GPU-free ones pass, the run
@@ -194,6 +197,41 @@ def minimal_path(tmp):
     return d
 
 
+def bare_root(tmp, minbin, bundle):
+    """A root holding only glibc, bash and coreutils, the bundle bind-mounted
+    at /opt/bundle: no UCX, libfabric, rdma-core or libstdc++ of the
+    system's to fall back on. Returns the command that runs run.sh there, or
+    None where mount namespaces are not allowed (not root, a container)."""
+    if os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("chroot"):
+        return None
+    if subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode != 0:
+        return None
+    root = os.path.join(tmp, "bare")
+    for d in ("usr/bin", "lib64", "lib/x86_64-linux-gnu", "tmp", "dev", "proc", "sys", "opt/bundle", "etc"):
+        os.makedirs(os.path.join(root, d))
+    os.chmod(os.path.join(root, "tmp"), 0o1777)
+    os.symlink("usr/bin", os.path.join(root, "bin"))
+    libs = set()
+    for name in os.listdir(minbin):
+        exe = os.path.realpath(os.path.join(minbin, name))
+        shutil.copy(exe, os.path.join(root, "usr/bin", name))
+        out = subprocess.run(["ldd", exe], capture_output=True, text=True).stdout
+        libs.update(w[2] for w in (l.split() for l in out.splitlines()) if len(w) > 2 and w[1] == "=>")
+    for lib in libs | {"/lib64/ld-linux-x86-64.so.2"}:
+        dest = "lib64" if "ld-linux" in lib else "lib/x86_64-linux-gnu"
+        shutil.copy(lib, os.path.join(root, dest, os.path.basename(lib)))
+    for name in ("libm.so.6", "libpthread.so.0", "libdl.so.2", "librt.so.1", "libresolv.so.2"):
+        src = os.path.join("/lib/x86_64-linux-gnu", name)
+        if os.path.exists(src):
+            shutil.copy(src, os.path.join(root, "lib/x86_64-linux-gnu", name))
+    with open(os.path.join(root, "etc/hosts"), "w") as f:
+        f.write("127.0.0.1 localhost\n")
+    script = (f"mount --bind /dev {root}/dev && mount -t proc proc {root}/proc && mount --rbind /sys {root}/sys && "
+              f"mount --bind {bundle} {root}/opt/bundle && "
+              f"exec chroot {root} /usr/bin/env -i PATH=/usr/bin OUT=/tmp/out /usr/bin/bash /opt/bundle/run.sh")
+    return root, ["unshare", "-m", "--propagation", "private", "bash", "-c", script]
+
+
 def fake_bundle(bundle, tmp):
     """The runner over scripted checks, to pin its verdicts."""
     fake = os.path.join(tmp, "fake")
@@ -272,6 +310,25 @@ def main():
             perf = [c for c in summary["checks"] if "perf" in c["name"]]
             for c in perf:  # the bash copy of check_run.py ran, and saw no device
                 check(NO_DEVICE.search(c["reason"]), f"PATH=bash+coreutils: {c}")
+
+        # Again in a root with nothing but glibc, bash and coreutils: what
+        # the bundle loads (UCX's modules too) must come from the bundle.
+        bare = bare_root(tmp, minbin, bundle)
+        if bare is None:
+            print("no mount namespace here (not root, or a container): the bare-root run is left out")
+        else:
+            root, cmd = bare
+            t = time.monotonic()
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+            took = time.monotonic() - t
+            out = os.path.join(root, "tmp/out")
+            try:
+                with open(os.path.join(out, "summary.json")) as f:
+                    summary = json.load(f)
+            except (OSError, ValueError) as e:
+                summary = None
+                check(False, f"bare root: no summary.json ({e}):\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
+            check_no_gpu_run("bare root (glibc, bash, coreutils)", p, took, summary, want, out)
 
     # A damaged bundle: its checks fail, none runs.
     with open(os.path.join(bundle, "checks.sh"), "a") as f:
