@@ -76,6 +76,13 @@ if [ "${#bad_files[@]}" -gt 0 ]; then
   note "bundle damaged: ${bad_files[*]}"
 fi
 
+# A copy that lost its mode bits (some transfers do) still runs.
+shopt -s globstar nullglob
+for f in "$B"/bin/**; do
+  if [ -f "$f" ] && [ ! -x "$f" ]; then chmod u+x "$f" 2>/dev/null || note "cannot make $f executable"; fi
+done
+shopt -u globstar nullglob
+
 # The machine.
 glibc=""
 for ld in /lib64/ld-linux-x86-64.so.2 /lib/ld-linux-x86-64.so.2; do
