@@ -4,10 +4,12 @@
 # under $OUT. On the GPU machine itself run the prebuilt bundle directly:
 #   OUT=/some/dir bash build-gpu-bundle/run.sh
 # (this script, given a bundle and no meson/nvcc, runs that bundle too).
-# Arguments go to bundle.sh: [BUILD_DIR [OUT_DIR]].
+# Arguments go to bundle.sh: [--no-build] [BUILD_DIR [OUT_DIR]].
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-bundle=${2:-build-gpu-bundle}
+args=("$@")
+[ "${args[0]:-}" = --no-build ] && args=("${args[@]:1}")
+bundle=${args[1]:-build-gpu-bundle}
 if command -v meson >/dev/null && { command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; }; then
   bash tests/gpu/bundle.sh "$@"
 elif [ -f "$bundle/run.sh" ]; then
