@@ -75,6 +75,10 @@ for t in "${targets[@]}"; do
   [ -x "$build/$t" ] || die "$build/$t is not built (run: ninja -C $build $t)"
 done
 
+# Replace a previous bundle, never a folder that is something else.
+if [ -e "$out" ] && [ -n "$(ls -A "$out")" ] && [ ! -f "$out/MANIFEST" ]; then
+  die "$out exists and is not a bundle (no MANIFEST): choose another OUT_DIR"
+fi
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib/ucx" "$out/lib/libibverbs" "$out/share"
 
