@@ -232,9 +232,9 @@ source "$B/checks.sh"
 
 # Results.
 seconds=$((SECONDS - started))
-gpu_skipped=0
+no_device=0 # GPU checks that found no usable CUDA device
 for i in "${!names[@]}"; do
-  [ "${kinds[i]}" = gpu ] && [ "${statuses[i]}" = skipped ] && gpu_skipped=$((gpu_skipped + 1))
+  if [ "${statuses[i]}" = skipped ] && [[ "${reasons[i]}" == *"no CUDA device"* ]]; then no_device=$((no_device + 1)); fi
 done
 {
   printf '{\n  "bundle": %s, "cuda": %s, "built": %s,\n' "$(json_str "${info[commit]:-}")" \
@@ -243,8 +243,8 @@ done
     "$(json_str "$(uname -n)")" "$(json_str "$glibc")" "$(json_str "${info[glibc_min]:-}")" "$(json_str "$gpus")" \
     "$(json_str "$devnodes")"
   printf '  "bundle_intact": %s, "python3": %s, "seconds": %d,\n' "$intact" "$(json_str "$python")" "$seconds"
-  printf '  "passed": %d, "failed": %d, "skipped": %d, "gpu_checks_skipped": %d,\n' \
-    "$passed" "$failed" "$skipped" "$gpu_skipped"
+  printf '  "passed": %d, "failed": %d, "skipped": %d, "no_cuda_device": %d,\n' \
+    "$passed" "$failed" "$skipped" "$no_device"
   printf '  "checks": ['
   for i in "${!names[@]}"; do
     [ "$i" -gt 0 ] && printf ','
@@ -262,8 +262,8 @@ done
     printf '%-8s %-4s %4ss  %s%s\n' "${statuses[i]}" "${kinds[i]}" "${secs[i]}" "${names[i]}" \
       "${reasons[i]:+  -- ${reasons[i]}}"
   done
-  if [ -n "$gpus" ] && [ "$gpu_skipped" -gt 0 ]; then
-    echo "NOTE: nvidia-smi lists a GPU, yet $gpu_skipped GPU checks skipped (see their reasons)"
+  if [ -n "$gpus" ] && [ "$no_device" -gt 0 ]; then
+    echo "NOTE: nvidia-smi lists a GPU, yet $no_device checks found no usable CUDA device (driver too old?)"
   fi
   for i in "${!names[@]}"; do
     if [ "${statuses[i]}" != failed ] || [ -z "${logfiles[i]}" ]; then continue; fi
