@@ -62,8 +62,9 @@
 // shared memory emulates RMA in software) stall a peer's operations aimed at
 // it until the call returns. bootstrap_options::progress (or the per-call
 // argument of allgather()/barrier()) is called on the calling thread, from
-// inside the bootstrap call, at least every progress_interval while the call
-// waits (and between the pieces of a long transfer): drive the domain there
+// inside the bootstrap call, every progress_interval or so whenever the call
+// waits on its sockets (for peers, for rank 0, to connect, to send or receive
+// the rest of a frame): drive the domain there
 // (fabrix::bootstrap_progress in connect.hpp does, keeping the completions).
 // It must not call this bootstrap object (that call returns
 // invalid_argument), must not throw, and should return quickly.

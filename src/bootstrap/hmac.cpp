@@ -63,6 +63,7 @@ void sha256::block(const std::uint8_t* p) noexcept {
 }
 
 void sha256::update(std::span<const std::byte> in) noexcept {
+  if (in.empty()) return;  // its data() may be null, which memcpy must not see
   const auto* p = reinterpret_cast<const std::uint8_t*>(in.data());
   std::size_t n = in.size();
   total_ += n;

@@ -1348,7 +1348,7 @@ TEST_CASE("attack: a fake rank 0 that binds the port first learns neither the to
     pid_t real_root = 0;
     std::uint16_t real_port = 0;
     {
-      auto root = bootstrap::listen(2, "127.0.0.1:0", token, {1500ms, 1500ms});
+      auto root = bootstrap::listen(2, "127.0.0.1:0", token, {600ms, 600ms});
       REQUIRE(root);
       real_port = root->port();
       real_root = spawn([&] {

@@ -172,7 +172,7 @@ void run_job(bool with_hook) {
   const auto t0 = steady::now();
   CHECK(reap(r0) == 0);
   CHECK(reap(r1) == 0);
-  MESSAGE((with_hook ? "with" : "without")
+  MESSAGE(std::string(with_hook ? "with" : "without")
           << " the progress hook: " << std::chrono::duration<double>(steady::now() - t0).count() << " s");
 }
 
