@@ -25,7 +25,10 @@
 // blobs travel in clear — whoever can read the network between the ranks
 // sees every rank's allgather blobs (addresses, remote_buffer encodings with
 // the seal secret they carry). Use a private network or a token-protected
-// tunnel when that matters. The token's strength is the job's: the derived
+// tunnel when that matters. Cost: every byte of every blob is hashed with
+// SHA-256 once by its sender and once by each receiver (about 230 MB/s on
+// one core here): nothing for address blobs, seconds for allgathers of
+// hundreds of MiB. The token's strength is the job's: the derived
 // default ("fabrix-job:<launcher id>", else "fabrix") is guessable and only
 // keeps apart jobs that do not attack each other; set FABRIX_JOB_TOKEN to a
 // random secret (e.g. 32 bytes from /dev/urandom, hex) against an attacker
