@@ -10,7 +10,7 @@ mkdir -p "$out"
 cxx=${CLANGXX:-clang++}
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
        -Iinclude -Iproviders/ucx/include -Iproviders/verbs/include -Icuda/include)
-declare -A extra=([remote_buffer]="" [bootstrap_wire]="src/bootstrap/wire.cpp" [ucx_address]="-lucp -luct -lucs"
+declare -A extra=([remote_buffer]="" [bootstrap_wire]="src/bootstrap/wire.cpp src/bootstrap/hmac.cpp" [ucx_address]="-lucp -luct -lucs"
                   [verbs_address]="-libverbs -lrdmacm" [cuda_ipc_wire]="")
 for target in remote_buffer bootstrap_wire ucx_address verbs_address cuda_ipc_wire; do
   # shellcheck disable=SC2086

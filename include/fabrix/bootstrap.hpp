@@ -9,6 +9,37 @@
 // bootstrap_options, and a rank that is missing, dead or calling a different
 // collective makes the call fail with an error naming that rank and address.
 //
+// Trust model. The job token is a secret shared by the ranks of one job; it
+// never travels on the wire. Each connection starts with a mutual
+// challenge-response (HMAC-SHA256 keyed with the token, over fresh random
+// nonces from both sides, the rank, the job size, the protocol version and
+// the direction): a rank answers only a rank 0 that first proved it knows the
+// token, and rank 0 admits only a rank that proved it too. So a process that
+// binds rank 0's port first (or a man in the middle) learns neither the token
+// nor a MAC it could replay, and the rank refuses it with status::access_denied
+// naming what failed. Every later frame (the welcome, each contribution, each
+// collective result, an abort) carries a MAC under a session key derived from
+// the token and both nonces, bound to its direction and position in the
+// stream: a forged or altered welcome or allgather blob is refused
+// (access_denied) and fails the job. What this does NOT give: secrecy. The
+// blobs travel in clear — whoever can read the network between the ranks
+// sees every rank's allgather blobs (addresses, remote_buffer encodings with
+// the seal secret they carry). Use a private network or a token-protected
+// tunnel when that matters. Cost: every byte of every blob is hashed with
+// SHA-256 once by its sender and once by each receiver (about 230 MB/s on
+// one core here): nothing for address blobs, seconds for allgathers of
+// hundreds of MiB. The token's strength is the job's: the derived
+// default ("fabrix-job:<launcher id>", else "fabrix") is guessable and only
+// keeps apart jobs that do not attack each other; set FABRIX_JOB_TOKEN to a
+// random secret (e.g. 32 bytes from /dev/urandom, hex) against an attacker
+// on the same hosts or network.
+//
+// Under a flood of connections that never authenticate, rank 0 bounds its
+// work (pending handshakes in total and per source host, each with a time
+// limit) and never drops an authenticated rank; a rank whose connection rank
+// 0 dropped before the handshake finished connects again, within its
+// connect_timeout.
+//
 // Environment (bootstrap::from_env, bootstrap::config_from_env):
 //   FABRIX_RANK, FABRIX_SIZE   this rank and the job size; override a launcher's
 //   FABRIX_BOOTSTRAP           host:port of rank 0 ([v6addr]:port for IPv6, or a
@@ -29,6 +60,18 @@
 // guess when the launcher says the job spans nodes. The job token defaults to
 // a value derived from the same job id, else "fabrix".
 //
+// Progress while waiting: a rank blocked in the bootstrap does not drive its
+// fabric domain, and providers that need target progress (UCX over tcp or
+// shared memory emulates RMA in software) stall a peer's operations aimed at
+// it until the call returns. bootstrap_options::progress (or the per-call
+// argument of allgather()/barrier()) is called on the calling thread, from
+// inside the bootstrap call, every progress_interval or so whenever the call
+// waits on its sockets (for peers, for rank 0, to connect, to send or receive
+// the rest of a frame): drive the domain there
+// (fabrix::bootstrap_progress in connect.hpp does, keeping the completions).
+// It must not call this bootstrap object (that call returns
+// invalid_argument), must not throw, and should return quickly.
+//
 // Threading: a bootstrap (or bootstrap_root) object is used by one thread at a
 // time. Collectives are matched by call order: every rank must call the same
 // sequence of allgather()/barrier(); a mismatch is detected (each collective
@@ -43,6 +86,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -66,6 +110,11 @@ struct bootstrap_options {
   // Bound on each allgather()/barrier() call, counted from its start on this
   // rank: it must also cover the wait for the last rank to make the call.
   std::chrono::milliseconds op_timeout{60000};
+  // Called on this thread while a bootstrap call (create, accept, allgather,
+  // barrier) waits, at least every progress_interval; empty: not called. See
+  // "Progress while waiting" above.
+  std::function<void()> progress{};
+  std::chrono::milliseconds progress_interval{2};
 };
 
 // Where this process sits in its job, as read from the environment.
@@ -117,10 +166,16 @@ class bootstrap {
 
   // Collective: every rank passes its blob (sizes may differ, up to
   // max_blob_size, empty allowed); every rank gets all blobs, indexed by
-  // rank. Bounded by op_timeout.
+  // rank. Bounded by op_timeout. Every blob was authenticated on its way
+  // (see the trust model above).
   result<std::vector<std::vector<std::byte>>> allgather(std::span<const std::byte> mine);
   // Collective: returns on every rank once all ranks have entered it.
   result<void> barrier();
+  // The same, calling `progress` (instead of bootstrap_options::progress)
+  // while this call waits; an empty function calls nothing.
+  result<std::vector<std::vector<std::byte>>> allgather(std::span<const std::byte> mine,
+                                                        const std::function<void()>& progress);
+  result<void> barrier(const std::function<void()>& progress);
 
  private:
   friend struct detail::bootstrap_access;
@@ -146,9 +201,11 @@ class bootstrap_root {
   // The bound "address:port" ("[addr]:port" for IPv6); empty after accept().
   std::string address() const;
   // Waits up to connect_timeout for all size-1 peers, then closes the
-  // listening socket. Connections with a wrong magic, version or job token,
-  // a rank out of range, a duplicate rank or a size mismatch are refused and
-  // the wait goes on. Call once; a second call returns invalid_argument.
+  // listening socket. Connections with a wrong magic or version, that fail
+  // the authentication (wrong job token) or do not finish it in time, that
+  // claim a rank out of range, a duplicate rank or a size mismatch are
+  // refused and the wait goes on. Call once; a second call returns
+  // invalid_argument.
   result<bootstrap> accept();
 
  private:

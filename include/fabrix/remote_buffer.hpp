@@ -9,11 +9,15 @@
 //   key bytes  u64 FNV-1a checksum of everything before it
 //
 // The seal is a keyed hash (SipHash-2-4) of all other fields, made by the
-// owning domain with a secret it gives only to the peers it connects to. An
-// endpoint accepts a remote_buffer only if it names that endpoint's peer as
-// owner and its seal verifies, so key bytes, address, length or rights that
-// were forged or altered after export are refused with invalid_argument
-// instead of reaching the provider.
+// owning domain with a secret carried in its address blob. That blob goes
+// through the bootstrap's allgather, so every rank of the job receives the
+// secret, not only the peers the domain connects to (and the bootstrap
+// authenticates but does not encrypt: anyone reading the network between
+// the ranks sees it too). An endpoint accepts a remote_buffer only if it
+// names that endpoint's peer as owner and its seal verifies, so key bytes,
+// address, length or rights altered by accident or forged by a process
+// outside the job are refused with invalid_argument instead of reaching the
+// provider; a rank of the same job can make seals that verify.
 // decode() rejects anything else — short, long, foreign, unknown version,
 // unknown provider or access bits, a key over max_key_size, an address range
 // that wraps, a bad checksum — with status::invalid_argument and a message.

@@ -45,7 +45,8 @@ result<bootstrap> bootstrap::create(int rank, int size, std::string_view root, s
                                     const bootstrap_options& opts) {
   if (auto ok = check_job(rank, size, job_token); !ok) return unexpected(ok.error());
   if (size == 1) return detail::bootstrap_access::make(boot::solo_state(opts));
-  if (rank != 0) return boot::join_root(rank, size, root, job_token, opts);
+  boot::progress_hook hook = boot::hook_of(opts, &opts.progress);
+  if (rank != 0) return boot::join_root(rank, size, root, job_token, opts, &hook);
 
   auto where = boot::parse_host_port(root, "bootstrap root address");
   if (!where) return unexpected(where.error());
@@ -54,7 +55,7 @@ result<bootstrap> bootstrap::create(int rank, int size, std::string_view root, s
                       "rank 0: bootstrap root address " + std::string(root) +
                           " has port 0, which the other ranks cannot know (use bootstrap::listen)");
   // One deadline for the whole assembly, waiting for the port included.
-  const auto until = boot::deadline::after(opts.connect_timeout);
+  const auto until = boot::deadline::after(opts.connect_timeout, &hook);
   auto r = boot::listen_root(size, root, job_token, opts, until);
   if (!r) return unexpected(r.error());
   return boot::accept_peers(*detail::bootstrap_access::state(*r), until);
@@ -73,17 +74,31 @@ result<bootstrap> bootstrap::from_env(const bootstrap_options& opts) {
 result<bootstrap_root> bootstrap::listen(int size, std::string_view bind_address, std::string_view job_token,
                                          const bootstrap_options& opts) {
   if (auto ok = check_job(0, size, job_token); !ok) return unexpected(ok.error());
-  return boot::listen_root(size, bind_address, job_token, opts, boot::deadline::after(opts.connect_timeout));
+  boot::progress_hook hook = boot::hook_of(opts, &opts.progress);
+  return boot::listen_root(size, bind_address, job_token, opts, boot::deadline::after(opts.connect_timeout, &hook));
 }
 
 result<std::vector<std::vector<std::byte>>> bootstrap::allgather(std::span<const std::byte> mine) {
   if (!state_) return moved_from();
-  return boot::run_collective(*state_, boot::op::allgather, mine);
+  return boot::run_collective(*state_, boot::op::allgather, mine, &state_->opts.progress);
+}
+
+result<std::vector<std::vector<std::byte>>> bootstrap::allgather(std::span<const std::byte> mine,
+                                                                 const std::function<void()>& progress) {
+  if (!state_) return moved_from();
+  return boot::run_collective(*state_, boot::op::allgather, mine, &progress);
 }
 
 result<void> bootstrap::barrier() {
   if (!state_) return moved_from();
-  auto r = boot::run_collective(*state_, boot::op::barrier, {});
+  auto r = boot::run_collective(*state_, boot::op::barrier, {}, &state_->opts.progress);
+  if (!r) return unexpected(r.error());
+  return {};
+}
+
+result<void> bootstrap::barrier(const std::function<void()>& progress) {
+  if (!state_) return moved_from();
+  auto r = boot::run_collective(*state_, boot::op::barrier, {}, &progress);
   if (!r) return unexpected(r.error());
   return {};
 }
@@ -103,9 +118,10 @@ std::string bootstrap_root::address() const { return state_ && state_->listen.fd
 result<bootstrap> bootstrap_root::accept() {
   if (!state_ || !state_->listen.fd)
     return boot::fail(status::invalid_argument, "bootstrap_root::accept() called twice (or on a moved-from root)");
+  boot::progress_hook hook = boot::hook_of(state_->opts, &state_->opts.progress);
   result<bootstrap> out = state_->size == 1
                               ? result<bootstrap>(detail::bootstrap_access::make(boot::solo_state(state_->opts)))
-                              : boot::accept_peers(*state_, boot::deadline::after(state_->opts.connect_timeout));
+                              : boot::accept_peers(*state_, boot::deadline::after(state_->opts.connect_timeout, &hook));
   state_->listen.fd.reset();  // success or not, this root is spent
   return out;
 }

@@ -43,13 +43,18 @@ struct root_round {
   // Tells every reachable peer why the job failed, then closes everything.
   unexpected abort_job(status code, std::string message) {
     std::string text = message.substr(0, max_message_bytes);
+    const auto text_bytes = std::as_bytes(std::span<const char>(text.data(), text.size()));
     const auto h = encode_frame_header({kind::abort, kind_, static_cast<std::uint16_t>(code), seq, 1});
     const auto len = encode_length(text.size());
-    const std::span<const std::byte> pieces[] = {h, len,
-                                                 std::as_bytes(std::span<const char>(text.data(), text.size()))};
+    payload_hash ph;
+    ph.add(text_bytes);
+    const digest payload = ph.finish();
+    // Bounded, and without the caller's progress callback: the job is over.
     const deadline until = deadline::after(std::chrono::milliseconds(200));
     for (std::size_t r = 1; r < st.peers.size(); ++r) {
       if (!st.peers[r] || !clean[r]) continue;
+      const digest mac = st.peer_sessions[r].seal(h, payload);
+      const std::span<const std::byte> pieces[] = {h, len, text_bytes, mac};
       (void)send_all(st.peers[r].get(), pieces, until);
     }
     for (auto& p : st.peers) p.reset();
@@ -61,7 +66,7 @@ struct root_round {
     blob_list all(n);
     std::vector<frame_parser> parsers;
     parsers.reserve(n);
-    for (std::size_t r = 0; r < n; ++r) parsers.emplace_back(1u);
+    for (std::size_t r = 0; r < n; ++r) parsers.emplace_back(1u, max_blob_bytes, /*with_mac=*/true);
     std::vector<bool> received(n, false);
     received[0] = true;
     std::size_t missing = n - 1;
@@ -75,7 +80,7 @@ struct root_round {
         fds.push_back({st.peers[r].get(), POLLIN, 0});
         ranks.push_back(r);
       }
-      const int ready = ::poll(fds.data(), fds.size(), until.poll_ms());
+      const int ready = poll_until(fds.data(), fds.size(), until);
       if (ready < 0 && errno != EINTR)
         return abort_job(status::provider_error,
                          "rank 0: poll() failed in " + op_text(kind_, seq) + ": " + errno_text(errno));
@@ -99,6 +104,10 @@ struct root_round {
                            "rank 0: " + rank_text(r) + " " + why + " during " + op_text(kind_, seq));
         }
         if (!p.done()) continue;
+        if (!p.authentic(st.peer_sessions[r]))
+          return abort_job(status::access_denied, "rank 0: a frame from " + rank_text(r) + " during " +
+                                                      op_text(kind_, seq) +
+                                                      " failed authentication (forged or altered in transit)");
         const auto& h = p.header();
         if (h.kind != kind::contribute)
           return abort_job(status::provider_error,
@@ -133,8 +142,13 @@ struct root_round {
         pieces.emplace_back(b);
       }
     }
+    // The payload is hashed once; each peer's trailer binds that hash to its session.
+    const digest payload = with_blobs ? payload_digest(all) : payload_digest({});
+    digest mac{};
+    pieces.emplace_back(mac);
     for (std::size_t r = 1; r < n; ++r) {
       clean[r] = false;
+      mac = st.peer_sessions[r].seal(h, payload);
       const auto io = send_all(st.peers[r].get(), pieces, until);
       if (!io.ok())
         return abort_job(io_status_code(io), "rank 0: cannot send the " + op_text(kind_, seq) + " result to " +
@@ -157,15 +171,24 @@ result<blob_list> peer_round(bootstrap_state& st, op kind_, std::uint64_t seq, s
   const std::string me = "rank " + std::to_string(st.rank);
   const auto h = encode_frame_header({kind::contribute, kind_, 0, seq, contribution_count(kind_)});
   const auto len = encode_length(mine.size());
+  payload_hash ph;
+  if (kind_ == op::allgather) ph.add(mine);
+  const digest mac = st.root_session.seal(h, ph.finish());
   std::vector<std::span<const std::byte>> pieces{h};
   if (kind_ == op::allgather) {
     pieces.emplace_back(len);
     pieces.emplace_back(mine);
   }
+  pieces.emplace_back(mac);
   const auto sent = send_all(st.root.get(), pieces, until);
   // Even when the send failed, rank 0 may have explained why before closing.
-  frame_parser answer(static_cast<std::uint32_t>(st.size));
+  frame_parser answer(static_cast<std::uint32_t>(st.size), max_blob_bytes, /*with_mac=*/true);
   const auto io = recv_frame(st.root.get(), answer, sent.ok() ? until : until.capped(std::chrono::milliseconds(100)));
+  if (io.ok() && !answer.authentic(st.root_session))
+    return fail(status::access_denied, me + ": a frame from bootstrap root " + st.root_address + " during " +
+                                           op_text(kind_, seq) +
+                                           " failed authentication (forged or altered in transit: is something "
+                                           "between this rank and rank 0?); refused");
   if (io.ok() && answer.header().kind == kind::abort) {
     std::string why;
     if (!answer.blobs().empty()) {
@@ -197,8 +220,21 @@ result<blob_list> peer_round(bootstrap_state& st, op kind_, std::uint64_t seq, s
 
 }  // namespace
 
-result<blob_list> run_collective(bootstrap_state& st, op kind_, std::span<const std::byte> mine) {
+result<blob_list> run_collective(bootstrap_state& st, op kind_, std::span<const std::byte> mine,
+                                 const std::function<void()>* progress) {
+  if (st.in_call)  // the object stays usable: the outer call goes on
+    return fail(status::invalid_argument, "rank " + std::to_string(st.rank) + ": bootstrap " +
+                                              std::string(to_string(kind_)) +
+                                              " called from inside a bootstrap call (its progress callback?)");
   if (st.broken) return unexpected(*st.broken);
+  struct in_call_guard {
+    bool& flag;
+    explicit in_call_guard(bool& f) : flag(f) { flag = true; }
+    ~in_call_guard() { flag = false; }
+    in_call_guard(const in_call_guard&) = delete;
+    in_call_guard& operator=(const in_call_guard&) = delete;
+  } guard(st.in_call);
+  progress_hook hook = hook_of(st.opts, progress);
   const std::uint64_t seq = ++st.seq;
   const std::string me = "rank " + std::to_string(st.rank);
 
@@ -211,7 +247,7 @@ result<blob_list> run_collective(bootstrap_state& st, op kind_, std::span<const 
     return out;
   }
 
-  const deadline until = deadline::after(st.opts.op_timeout);
+  const deadline until = deadline::after(st.opts.op_timeout, &hook);
   if (st.rank == 0) {
     root_round round{st, kind_, seq, std::vector<bool>(st.peers.size(), true)};
     if (!out) {

@@ -1,5 +1,8 @@
 // A rank > 0 joins the job: connect to rank 0 (retrying while it is not
-// listening yet), send the hello, wait for the welcome.
+// listening yet, or when it dropped this connection before the handshake
+// finished), send the hello, check rank 0's challenge (it must prove it knows
+// the job token before this rank answers anything), send the proof, wait for
+// the authenticated welcome.
 #include "state.hpp"
 
 #include <string>
@@ -13,7 +16,7 @@ std::string ms_text(std::chrono::milliseconds d) { return std::to_string(d.count
 }  // namespace
 
 result<bootstrap> join_root(int rank, int size, std::string_view root_address, std::string_view token,
-                            const bootstrap_options& opts) {
+                            const bootstrap_options& opts, progress_hook* hook) {
   auto where = parse_host_port(root_address, "bootstrap root address");
   if (!where) return unexpected(where.error());
   const std::string root_text = format_host_port(where->host, where->port);
@@ -21,12 +24,11 @@ result<bootstrap> join_root(int rank, int size, std::string_view root_address, s
   if (where->port == 0)
     return fail(status::invalid_argument, me + ": bootstrap root address " + root_text + " has port 0");
 
-  const auto hello = encode_hello(static_cast<std::uint32_t>(size), static_cast<std::uint32_t>(rank), token);
-  const std::span<const std::byte> hello_piece(hello);
-  const deadline reach_until = deadline::after(opts.connect_timeout);
+  const deadline reach_until = deadline::after(opts.connect_timeout, hook);
   auto backoff = std::chrono::milliseconds(10);
   std::string last_error = "no attempt made";
   status last_status = status::timed_out;
+  int dropped = 0;  // connections rank 0 closed before the handshake finished
 
   for (;;) {
     auto attempt = connect_once(*where, reach_until);
@@ -35,48 +37,110 @@ result<bootstrap> join_root(int rank, int size, std::string_view root_address, s
     if (attempt.fd) {
       // Rank 0 has connect_timeout from its own start to assemble the job; we
       // give it that long from the moment our connection was accepted.
-      const deadline assembled_until = deadline::after(opts.connect_timeout);
+      const deadline assembled_until = deadline::after(opts.connect_timeout, hook);
+      transcript t;
+      t.size = static_cast<std::uint32_t>(size);
+      t.rank = static_cast<std::uint32_t>(rank);
+      if (!random_bytes(t.rank_nonce))
+        return fail(status::provider_error, me + ": no random bytes for a nonce (getrandom failed)");
+      const auto hello = encode_hello(t.size, t.rank, t.rank_nonce);
+      const std::span<const std::byte> hello_piece(hello);
       auto io = send_all(attempt.fd.get(), std::span(&hello_piece, 1), assembled_until);
-      frame_parser answer(0);
-      if (io.ok()) io = recv_frame(attempt.fd.get(), answer, assembled_until);
-      if (io.ok() && answer.header().kind == kind::welcome) {
-        if (answer.header().count != static_cast<std::uint32_t>(size))
-          return fail(status::invalid_argument, me + ": bootstrap root " + root_text + " hosts a job of size " +
-                                                    std::to_string(answer.header().count) + ", expected " +
-                                                    std::to_string(size));
-        auto st = std::make_unique<bootstrap_state>();
-        st->rank = rank;
-        st->size = size;
-        st->opts = opts;
-        st->root_address = root_text;
-        st->root = std::move(attempt.fd);
-        return bootstrap_access::make(std::move(st));
-      }
-      if (io.ok() && answer.header().kind == kind::reject) {
-        const auto why = static_cast<reject_reason>(answer.header().aux);
-        const std::string text =
-            me + ": bootstrap root " + root_text + " refused this rank: " + std::string(describe(why));
-        if (why == reject_reason::size)
-          return fail(status::invalid_argument, text + " (root has " + std::to_string(answer.header().count) +
-                                                    ", this rank says " + std::to_string(size) + ")");
-        if (why == reject_reason::rank || why == reject_reason::duplicate) return fail(status::invalid_argument, text);
-        // Token or version: maybe another job's root holds the port for now.
+      frame_parser challenge(2, mac_bytes);
+      if (io.ok()) io = recv_frame(attempt.fd.get(), challenge, assembled_until);
+      const auto& ch = challenge.header();
+      if (io.ok() && ch.kind == kind::challenge && ch.count == 2 && challenge.blobs()[0].size() == nonce_bytes &&
+          challenge.blobs()[1].size() == mac_bytes) {
+        std::copy(challenge.blobs()[0].begin(), challenge.blobs()[0].end(), t.root_nonce.begin());
+        const digest want = challenge_mac(token, t);
+        if (!digests_equal(want, std::span<const std::byte, mac_bytes>(challenge.blobs()[1].data(), mac_bytes))) {
+          // Nothing was revealed: we answer only a root that proved itself.
+          last_status = status::access_denied;
+          last_error = me + ": bootstrap root " + root_text +
+                       " failed authentication: its challenge does not prove it knows the job token (not the real "
+                       "rank 0: another job or process on this port, or a different FABRIX_JOB_TOKEN); refused it";
+        } else {
+          const digest proof = proof_mac(token, t);
+          const auto head = encode_frame_header({kind::proof, op::none, 0, 0, 1});
+          const auto len = encode_length(mac_bytes);
+          const std::span<const std::byte> pieces[] = {head, len, proof};
+          io = send_all(attempt.fd.get(), pieces, assembled_until);
+          session s;
+          s.key = session_key(token, t);
+          s.outgoing = direction::rank_to_root;
+          frame_parser answer(0, 0, /*with_mac=*/true);
+          if (io.ok()) io = recv_frame(attempt.fd.get(), answer, assembled_until);
+          if (io.ok() && !answer.authentic(s))
+            return fail(status::access_denied,
+                        me + ": the answer of bootstrap root " + root_text +
+                            " to this rank's proof failed authentication (forged or altered in transit: is "
+                            "something between this rank and rank 0?); refused");
+          if (io.ok() && answer.header().kind == kind::welcome) {
+            if (answer.header().count != static_cast<std::uint32_t>(size))
+              return fail(status::invalid_argument, me + ": bootstrap root " + root_text + " hosts a job of size " +
+                                                        std::to_string(answer.header().count) + ", expected " +
+                                                        std::to_string(size));
+            auto st = std::make_unique<bootstrap_state>();
+            st->rank = rank;
+            st->size = size;
+            st->opts = opts;
+            st->root_address = root_text;
+            st->root = std::move(attempt.fd);
+            st->root_session = s;
+            return bootstrap_access::make(std::move(st));
+          }
+          if (io.ok() && answer.header().kind == kind::reject) {
+            const auto why = static_cast<reject_reason>(answer.header().aux);
+            const std::string text =
+                me + ": bootstrap root " + root_text + " refused this rank: " + std::string(describe(why));
+            if (why == reject_reason::size)
+              return fail(status::invalid_argument, text + " (root has " + std::to_string(answer.header().count) +
+                                                        ", this rank says " + std::to_string(size) + ")");
+            return fail(status::invalid_argument, text);
+          }
+          if (io.ok())
+            return fail(status::provider_error,
+                        me + ": bootstrap root " + root_text + " answered the proof with an unexpected frame");
+          if (io.status == io_status::timed_out)
+            return fail(status::timed_out, me + ": authenticated with bootstrap root " + root_text +
+                                               " but the job was not assembled within " +
+                                               ms_text(opts.connect_timeout) + " (another rank missing?)");
+          if (io.status == io_status::malformed)
+            return fail(status::provider_error,
+                        me + ": bootstrap root " + root_text + " is not a fabrix bootstrap (" + describe(io) + ")");
+          return fail(status::peer_unreachable, me + ": bootstrap root " + root_text +
+                                                    " dropped the connection after authenticating this rank, before "
+                                                    "the job was assembled (" +
+                                                    describe(io) +
+                                                    "; did rank 0 time out waiting for other ranks, or exit?)");
+        }
+      } else if (io.ok() && ch.kind == kind::reject) {
+        // Unauthenticated (sent before the handshake): a hint, and we keep trying.
         last_status = status::access_denied;
-        last_error = text + " (check FABRIX_JOB_TOKEN; is another job using this port?)";
+        last_error = me + ": bootstrap root " + root_text + " refused this rank before the handshake: " +
+                     std::string(describe(static_cast<reject_reason>(ch.aux))) +
+                     " (this rank speaks bootstrap protocol version " + std::to_string(wire_version) +
+                     "; is another job or fabrix version using this port?)";
       } else if (io.ok()) {
         return fail(status::provider_error,
                     me + ": bootstrap root " + root_text + " answered the hello with an unexpected frame");
       } else if (io.status == io_status::timed_out) {
         return fail(status::timed_out, me + ": connected to bootstrap root " + root_text +
-                                           " but the job was not assembled within " + ms_text(opts.connect_timeout) +
-                                           " (another rank missing?)");
+                                           " but it did not answer the hello within " + ms_text(opts.connect_timeout) +
+                                           " (rank 0 not accepting yet, or not a fabrix bootstrap?)");
       } else if (io.status == io_status::malformed) {
         return fail(status::provider_error,
                     me + ": bootstrap root " + root_text + " is not a fabrix bootstrap (" + describe(io) + ")");
       } else {
-        return fail(status::peer_unreachable, me + ": bootstrap root " + root_text +
-                                                  " dropped the connection before the job was assembled (" +
-                                                  describe(io) + "; did it time out waiting for other ranks?)");
+        // Rank 0 dropped us before the challenge: under load (a flood of
+        // connections at its port) it drops the handshakes that made the
+        // least progress. Connect again.
+        ++dropped;
+        last_status = status::peer_unreachable;
+        last_error = me + ": bootstrap root " + root_text +
+                     " closed the connection before the handshake finished (evicted under load?) " +
+                     std::to_string(dropped) + " time(s) (" + describe(io) + "); retried";
+        backoff = std::chrono::milliseconds(10);
       }
     } else {
       last_error = me + ": cannot reach bootstrap root " + root_text + " (" + attempt.error + ")";

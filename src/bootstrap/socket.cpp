@@ -30,7 +30,35 @@ int deadline::poll_ms() const noexcept {
 
 deadline deadline::capped(std::chrono::milliseconds d) const noexcept {
   const auto other = clock::now() + d;
-  return deadline(std::min(at_, other));
+  return deadline(std::min(at_, other), hook_);
+}
+
+int progress_hook::run_if_due() {
+  const auto every_ms = std::max<std::chrono::milliseconds::rep>(every.count(), 1);
+  auto now = clock::now();
+  if (now - last >= std::chrono::milliseconds(every_ms)) {
+    (*fn)();
+    now = clock::now();
+    last = now;
+  }
+  const auto due = std::chrono::ceil<std::chrono::milliseconds>(last + std::chrono::milliseconds(every_ms) - now);
+  return static_cast<int>(std::clamp<std::chrono::milliseconds::rep>(due.count(), 0, every_ms));
+}
+
+int poll_until(pollfd* fds, std::size_t n, const deadline& until) {
+  progress_hook* hook = until.hook();
+  if (hook == nullptr || !hook->active()) {
+    for (;;) {
+      const int r = ::poll(fds, static_cast<nfds_t>(n), until.poll_ms());
+      if (r != 0 || until.expired()) return r;  // poll may wake a hair early
+    }
+  }
+  for (;;) {
+    const int slice = std::min(until.poll_ms(), hook->run_if_due());
+    const int r = ::poll(fds, static_cast<nfds_t>(n), slice);
+    if (r != 0) return r;
+    if (until.expired()) return 0;
+  }
 }
 
 void unique_fd::reset(int fd) noexcept {
@@ -63,7 +91,7 @@ namespace {
 bool wait_for(int fd, short events, deadline until) {
   for (;;) {
     pollfd p{fd, events, 0};
-    const int n = ::poll(&p, 1, until.poll_ms());
+    const int n = poll_until(&p, 1, until);
     if (n > 0) return true;
     if (n == 0) return false;
     if (errno != EINTR) return true;
@@ -130,8 +158,8 @@ io_result recv_frame(int fd, frame_parser& parser, deadline until) {
 }
 
 void sleep_for(std::chrono::milliseconds d, deadline until) {
-  const int ms = std::min(until.poll_ms(), static_cast<int>(d.count()));
-  if (ms > 0) ::poll(nullptr, 0, ms);
+  const deadline sooner = until.capped(d);
+  while (!sooner.expired()) (void)poll_until(nullptr, 0, sooner);
 }
 
 void set_nodelay(int fd) noexcept {

@@ -9,8 +9,11 @@
 
 #include <fabrix/result.hpp>
 
+#include <poll.h>
+
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 
@@ -18,20 +21,41 @@ namespace fabrix::detail::boot {
 
 using clock = std::chrono::steady_clock;
 
-// A point in time on the steady clock that a wait must not pass.
+// The caller's progress callback (bootstrap_options::progress), run by every
+// wait at least every `every` while it would otherwise sleep in poll().
+struct progress_hook {
+  const std::function<void()>* fn = nullptr;
+  std::chrono::milliseconds every{2};
+  clock::time_point last{};
+
+  bool active() const noexcept { return fn != nullptr && static_cast<bool>(*fn); }
+  // Runs the callback when it is due; returns the ms until it is due again.
+  int run_if_due();
+};
+
+// A point in time on the steady clock that a wait must not pass, and the
+// progress callback to run while waiting for it (none when null).
 class deadline {
  public:
-  explicit deadline(clock::time_point at) noexcept : at_(at) {}
-  static deadline after(std::chrono::milliseconds d) noexcept { return deadline(clock::now() + d); }
+  explicit deadline(clock::time_point at, progress_hook* hook = nullptr) noexcept : at_(at), hook_(hook) {}
+  static deadline after(std::chrono::milliseconds d, progress_hook* hook = nullptr) noexcept {
+    return deadline(clock::now() + d, hook);
+  }
+  progress_hook* hook() const noexcept { return hook_; }
   bool expired() const noexcept { return clock::now() >= at_; }
   // Milliseconds left, rounded up, for poll(); 0 once expired.
   int poll_ms() const noexcept;
-  // The earlier of this deadline and now + d.
+  // The earlier of this deadline and now + d (same hook).
   deadline capped(std::chrono::milliseconds d) const noexcept;
 
  private:
   clock::time_point at_;
+  progress_hook* hook_ = nullptr;
 };
+
+// poll(2) until an event or `until`, running until's progress hook every
+// few ms meanwhile. Returns like poll(); 0 only once `until` has expired.
+int poll_until(pollfd* fds, std::size_t n, const deadline& until);
 
 class unique_fd {
  public:

@@ -17,12 +17,15 @@ struct bootstrap_state {
   int rank = 0;
   int size = 1;
   bootstrap_options opts;
-  std::string root_address;                 // rank 0's address, for messages
-  std::vector<boot::unique_fd> peers;       // rank 0: [r] is the connection to rank r ([0] unused)
-  std::vector<std::string> peer_addresses;  // rank 0: [r] is rank r's address as seen by rank 0
-  boot::unique_fd root;                     // rank > 0: the connection to rank 0
-  std::uint64_t seq = 0;                    // collectives started so far
-  std::optional<fabrix::error> broken;      // set by the first error; the object is then unusable
+  std::string root_address;                  // rank 0's address, for messages
+  std::vector<boot::unique_fd> peers;        // rank 0: [r] is the connection to rank r ([0] unused)
+  std::vector<std::string> peer_addresses;   // rank 0: [r] is rank r's address as seen by rank 0
+  std::vector<boot::session> peer_sessions;  // rank 0: [r] authenticates the frames to and from rank r
+  boot::unique_fd root;                      // rank > 0: the connection to rank 0
+  boot::session root_session;                // rank > 0: authenticates the frames to and from rank 0
+  bool in_call = false;                      // a collective is running (its progress callback may not re-enter)
+  std::uint64_t seq = 0;                     // collectives started so far
+  std::optional<fabrix::error> broken;       // set by the first error; the object is then unusable
 };
 
 struct bootstrap_root_state {
@@ -46,6 +49,14 @@ struct bootstrap_access {
 
 namespace fabrix::detail::boot {
 
+// The hook that runs opts.progress while a wait lasts.
+inline progress_hook hook_of(const bootstrap_options& opts, const std::function<void()>* fn) {
+  progress_hook h;
+  h.fn = fn;
+  h.every = opts.progress_interval;
+  return h;
+}
+
 // root.cpp: rank 0 listens, then assembles the job before `until`.
 result<bootstrap_root> listen_root(int size, std::string_view bind_address, std::string_view token,
                                    const bootstrap_options& opts, deadline until);
@@ -53,11 +64,13 @@ result<bootstrap> accept_peers(bootstrap_root_state& root, deadline until);
 
 // peer.cpp: a rank > 0 joins the job hosted at `root_address`.
 result<bootstrap> join_root(int rank, int size, std::string_view root_address, std::string_view token,
-                            const bootstrap_options& opts);
+                            const bootstrap_options& opts, progress_hook* hook);
 
-// collective.cpp: one allgather or barrier (barrier returns no blobs).
+// collective.cpp: one allgather or barrier (barrier returns no blobs), with
+// `progress` run while it waits (null: none).
 result<std::vector<std::vector<std::byte>>> run_collective(bootstrap_state& st, op kind,
-                                                           std::span<const std::byte> mine);
+                                                           std::span<const std::byte> mine,
+                                                           const std::function<void()>* progress);
 
 // A job of one rank: no sockets.
 std::unique_ptr<bootstrap_state> solo_state(const bootstrap_options& opts);

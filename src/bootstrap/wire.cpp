@@ -1,6 +1,7 @@
 #include "wire.hpp"
 
 #include <algorithm>
+#include <vector>
 
 namespace fabrix::detail::boot {
 
@@ -24,30 +25,100 @@ std::string_view describe(reject_reason r) noexcept {
   return "unknown reason";
 }
 
-std::vector<std::byte> encode_hello(std::uint32_t size, std::uint32_t rank, std::string_view token,
-                                    std::uint16_t version) {
-  std::vector<std::byte> out(hello_fixed_bytes + token.size());
+std::array<std::byte, hello_bytes> encode_hello(std::uint32_t size, std::uint32_t rank, const nonce& n,
+                                                std::uint16_t version) noexcept {
+  std::array<std::byte, hello_bytes> out{};
   store_le<std::uint32_t>(out.data(), wire_magic);
   out[4] = std::byte(kind::hello);
   out[5] = std::byte{0};
   store_le<std::uint16_t>(out.data() + 6, version);
   store_le<std::uint32_t>(out.data() + 8, size);
   store_le<std::uint32_t>(out.data() + 12, rank);
-  store_le<std::uint32_t>(out.data() + 16, static_cast<std::uint32_t>(token.size()));
-  std::transform(token.begin(), token.end(), out.begin() + hello_fixed_bytes,
-                 [](char c) { return static_cast<std::byte>(c); });
+  std::copy(n.begin(), n.end(), out.begin() + 16);
   return out;
 }
 
-hello_prefix decode_hello_prefix(std::span<const std::byte, hello_fixed_bytes> b) noexcept {
-  hello_prefix h;
+hello decode_hello(std::span<const std::byte> b) noexcept {
+  hello h;
+  if (b.size() < hello_prefix_bytes) return h;
   h.magic = load_le<std::uint32_t>(b.data());
   h.kind = std::to_integer<std::uint8_t>(b[4]);
   h.version = load_le<std::uint16_t>(b.data() + 6);
+  if (b.size() < hello_bytes) return h;
   h.size = load_le<std::uint32_t>(b.data() + 8);
   h.rank = load_le<std::uint32_t>(b.data() + 12);
-  h.token_len = load_le<std::uint32_t>(b.data() + 16);
+  std::copy(b.begin() + 16, b.begin() + 32, h.rank_nonce.begin());
   return h;
+}
+
+namespace {
+
+std::span<const std::byte> token_key(std::string_view token) noexcept {
+  return std::as_bytes(std::span<const char>(token.data(), token.size()));
+}
+
+// label (with its terminating NUL) | T
+digest transcript_mac(std::string_view token, std::string_view label, const transcript& t) noexcept {
+  std::array<std::byte, 2 + 4 + 4 + 2 * nonce_bytes> tb{};
+  store_le<std::uint16_t>(tb.data(), t.version);
+  store_le<std::uint32_t>(tb.data() + 2, t.size);
+  store_le<std::uint32_t>(tb.data() + 6, t.rank);
+  std::copy(t.rank_nonce.begin(), t.rank_nonce.end(), tb.begin() + 10);
+  std::copy(t.root_nonce.begin(), t.root_nonce.end(), tb.begin() + 10 + nonce_bytes);
+  hmac_sha256 m(token_key(token));
+  m.update(std::string_view(label.data(), label.size() + 1));  // the literal's NUL: labels are prefix-free
+  m.update(tb);
+  return m.finish();
+}
+
+}  // namespace
+
+digest challenge_mac(std::string_view token, const transcript& t) noexcept {
+  return transcript_mac(token, "fabrix-boot-v2 root challenge", t);
+}
+digest proof_mac(std::string_view token, const transcript& t) noexcept {
+  return transcript_mac(token, "fabrix-boot-v2 rank proof", t);
+}
+digest session_key(std::string_view token, const transcript& t) noexcept {
+  return transcript_mac(token, "fabrix-boot-v2 session key", t);
+}
+
+void payload_hash::add(std::span<const std::byte> blob) noexcept {
+  h_.update(encode_length(blob.size()));
+  h_.update(blob);
+}
+
+digest payload_digest(std::span<const std::vector<std::byte>> blobs) noexcept {
+  payload_hash h;
+  for (const auto& b : blobs) h.add(b);
+  return h.finish();
+}
+
+digest frame_mac(const digest& key, direction d, std::uint64_t counter,
+                 std::span<const std::byte, frame_header_bytes> header, const digest& payload) noexcept {
+  hmac_sha256 m(key);
+  m.update(d == direction::root_to_rank ? std::string_view("root->rank") : std::string_view("rank->root"));
+  m.update(encode_length(counter));
+  m.update(header);
+  m.update(payload);
+  return m.finish();
+}
+
+digest session::seal(std::span<const std::byte, frame_header_bytes> header, const digest& payload) noexcept {
+  return frame_mac(key, outgoing, sent++, header, payload);
+}
+
+bool session::open(std::span<const std::byte, frame_header_bytes> header, const digest& payload,
+                   std::span<const std::byte, mac_bytes> mac) noexcept {
+  const digest want = frame_mac(key, incoming(), received, header, payload);
+  if (!digests_equal(want, mac)) return false;
+  ++received;
+  return true;
+}
+
+bool frame_parser::authentic(session& s) const noexcept {
+  if (!done() || !with_mac_) return false;
+  return s.open(raw_header(), payload_digest(blobs_), mac());
 }
 
 std::array<std::byte, frame_header_bytes> encode_frame_header(const frame_header& h) noexcept {
@@ -67,24 +138,15 @@ std::array<std::byte, length_bytes> encode_length(std::uint64_t n) noexcept {
   return out;
 }
 
-bool tokens_equal(std::string_view a, std::string_view b) noexcept {
-  // Touches every byte of `b` whatever the contents; only the lengths leak.
-  unsigned diff = a.size() == b.size() ? 0u : 1u;
-  for (std::size_t i = 0; i < b.size(); ++i) {
-    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0u;
-    diff |= static_cast<unsigned>(x ^ static_cast<unsigned char>(b[i]));
-  }
-  return diff == 0;
-}
-
-frame_parser::frame_parser(std::uint32_t max_count, std::size_t max_blob)
-    : max_count_(max_count), max_blob_(max_blob) {}
+frame_parser::frame_parser(std::uint32_t max_count, std::size_t max_blob, bool with_mac)
+    : max_count_(max_count), max_blob_(max_blob), with_mac_(with_mac) {}
 
 std::span<std::byte> frame_parser::want() noexcept {
   switch (stage_) {
     case stage::header: return std::span<std::byte>(header_bytes_).subspan(filled_);
     case stage::length: return std::span<std::byte>(length_bytes_).subspan(filled_);
     case stage::blob: return std::span<std::byte>(blobs_.back()).subspan(filled_);
+    case stage::mac: return std::span<std::byte>(mac_).subspan(filled_);
     case stage::done:
     case stage::failed: break;
   }
@@ -99,7 +161,7 @@ bool frame_parser::fail(std::string message) {
 
 void frame_parser::next_blob_or_done() {
   filled_ = 0;
-  stage_ = blobs_.size() < header_.count ? stage::length : stage::done;
+  stage_ = blobs_.size() < header_.count ? stage::length : with_mac_ ? stage::mac : stage::done;
 }
 
 bool frame_parser::commit(std::size_t n) {
@@ -112,7 +174,7 @@ bool frame_parser::commit(std::size_t n) {
       const auto* p = header_bytes_.data();
       if (load_le<std::uint32_t>(p) != wire_magic) return fail("bad magic (not a fabrix bootstrap stream)");
       const auto k = std::to_integer<std::uint8_t>(p[4]);
-      if (k < static_cast<std::uint8_t>(kind::welcome) || k > static_cast<std::uint8_t>(kind::abort))
+      if (k < static_cast<std::uint8_t>(kind::welcome) || k > static_cast<std::uint8_t>(kind::proof))
         return fail("unknown frame kind " + std::to_string(k));
       const auto o = std::to_integer<std::uint8_t>(p[5]);
       if (o > static_cast<std::uint8_t>(op::barrier)) return fail("unknown operation " + std::to_string(o));
@@ -123,7 +185,8 @@ bool frame_parser::commit(std::size_t n) {
       header_.count = load_le<std::uint32_t>(p + 16);
       // welcome and reject carry the job size in count and no blobs.
       if (header_.kind == kind::welcome || header_.kind == kind::reject) {
-        stage_ = stage::done;
+        filled_ = 0;
+        stage_ = with_mac_ ? stage::mac : stage::done;
         return true;
       }
       if (header_.count > max_count_)
@@ -149,6 +212,9 @@ bool frame_parser::commit(std::size_t n) {
     }
     case stage::blob:
       if (filled_ == blobs_.back().size()) next_blob_or_done();
+      return true;
+    case stage::mac:
+      if (filled_ == mac_bytes) stage_ = stage::done;
       return true;
     case stage::done:
     case stage::failed: break;
