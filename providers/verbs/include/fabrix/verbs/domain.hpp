@@ -55,6 +55,8 @@ class domain_impl {
   // and opts.device / opts.transport override the device / connection path.
   static result<domain_impl> create(const domain_options& opts, const options& base) {
     if (opts.max_outstanding == 0) return unexpected(status::invalid_argument, "max_outstanding must be > 0", "verbs");
+    if (opts.max_posted_recvs == 0 || opts.max_posted_recvs > (std::size_t{1} << 24))
+      return unexpected(status::invalid_argument, "max_posted_recvs must be in 1..2^24", "verbs");
     auto o = options_from_env(base);
     if (!o) return unexpected(std::move(o).error());
     if (!opts.device.empty()) o->device = opts.device;
@@ -69,7 +71,7 @@ class domain_impl {
                         "verbs: transport '" + opts.transport + "' is not rdma_cm, bootstrap or rc", "verbs");
     auto dev = detail::open_device(*o);
     if (!dev) return unexpected(std::move(dev).error());
-    auto d = std::make_unique<detail::domain_state>(*o, opts.max_outstanding);
+    auto d = std::make_unique<detail::domain_state>(*o, opts.max_outstanding, opts.max_posted_recvs);
     d->ctx = dev->ctx;
     d->dev = dev->choice;
     if (d->opts.connect == connect_method::rdma_cm)
@@ -168,9 +170,8 @@ class domain_impl {
   }
 
   result<endpoint_impl> connect(std::span<const std::byte> blob, std::uint32_t peer_id) {
-    auto p = detail::connect_peer(*d_, blob);
+    auto p = detail::connect_peer(*d_, blob, peer_id);
     if (!p) return unexpected(std::move(p).error());
-    (*p)->peer_id = peer_id;
     return endpoint_impl(std::move(*p));
   }
 

@@ -37,8 +37,10 @@ struct options {
   std::uint32_t max_inline = 128;   // bytes written inline (asked; the device may give less)  FABRIX_VERBS_INLINE
   std::uint32_t srq_depth = 128;    // receives on the shared receive queue  FABRIX_VERBS_SRQ_DEPTH
   std::uint32_t msg_size = 65536;   // largest send (bounce buffer per receive)  FABRIX_VERBS_MSG_SIZE
-  std::uint32_t recv_depth = 1024;  // user recv()s outstanding per queue pair
-  int gid_index = -1;               // -1: choose automatically         FABRIX_VERBS_GID_INDEX
+  // User recv()s waiting per queue pair; 0: as many as the domain's bound,
+  // domain_options::max_posted_recvs (which counts every queue pair's).
+  std::uint32_t recv_depth = 0;
+  int gid_index = -1;  // -1: choose automatically         FABRIX_VERBS_GID_INDEX
   // Device: "" (auto), "rxe0", "mlx5_0:1" (port 1), or "pci:0000:3b:00.0"
   // (the device closest to that PCI function, e.g. a GPU).  FABRIX_VERBS_DEVICE;
   // domain_options::device wins over both when set.

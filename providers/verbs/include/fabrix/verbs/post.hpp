@@ -138,10 +138,14 @@ inline status build(peer_state& p, const operation& o, ibv_send_wr& wr, ibv_sge*
 }
 
 // A user recv(): matched at once against a message that is already here.
+// Bounded by domain_options::max_posted_recvs over the whole domain (again
+// beyond it); takes no CQ credits, so it never holds back other operations.
 inline status post_recv(peer_state& p, const operation& o) {
   const local_slice& l = o.locals()[0];
-  if (p.recv_head - p.recv_tail == p.recv_capacity) return status::again;
+  domain_state& d = *p.dom;
+  if (d.posted_recvs >= d.max_posted_recvs || p.recv_head - p.recv_tail == p.recv_capacity) return status::again;
   p.recvs[p.recv_head++ % p.recv_capacity] = {l.address, l.length, o.token, o.flags};
+  ++d.posted_recvs;
   if (!p.unexpected.empty()) {
     std::vector<std::byte> m = std::move(p.unexpected.front());
     p.unexpected.pop_front();

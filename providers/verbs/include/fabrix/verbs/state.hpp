@@ -85,7 +85,7 @@ struct peer_state {
   std::uint32_t max_sge = 1;
   std::uint32_t max_inline = 0;
 
-  std::unique_ptr<recv_wanted[]> recvs;  // FIFO of user recv()s
+  std::unique_ptr<recv_wanted[]> recvs;  // FIFO of user recv()s (domain_state::posted_recvs counts them)
   std::uint32_t recv_capacity = 0;
   std::uint64_t recv_head = 0, recv_tail = 0;
   std::deque<std::vector<std::byte>> unexpected;  // messages that arrived before a recv() (slow path)
@@ -142,6 +142,11 @@ struct domain_state {
   std::uint64_t next_epoch = 1;
   fabrix::detail::completion_ring ring;
   cq_credits credits;
+  // User recv()s waiting on any queue pair, and their bound
+  // (domain_options::max_posted_recvs). They wait in software, not on the
+  // CQ, so they take no CQ credits.
+  std::size_t posted_recvs = 0;
+  std::size_t max_posted_recvs = 0;
 
   std::unordered_map<std::uint32_t, peer_state*> by_qpn;
   std::vector<peer_state*> peers;
@@ -162,8 +167,8 @@ struct domain_state {
   gpu_registration gpu = gpu_registration::none;  // probed at creation (device_memory.hpp)
   std::string gpu_why;                            // why none
 
-  domain_state(const options& o, std::size_t max_outstanding)
-      : opts(o), ring(max_outstanding), credits(max_outstanding) {}
+  domain_state(const options& o, std::size_t max_outstanding, std::size_t max_recvs)
+      : opts(o), ring(max_outstanding + max_recvs), credits(max_outstanding), max_posted_recvs(max_recvs) {}
   domain_state(const domain_state&) = delete;
   domain_state& operator=(const domain_state&) = delete;
   ~domain_state() {
