@@ -125,6 +125,10 @@ class domain_impl {
       d_->cm_tick = 0;
       detail::drive_cm(*d_);
     }
+    if (d_->posted_recvs && ++d_->probe_tick >= 64) {  // recv()s wait: probe their idle queue pairs' peers
+      d_->probe_tick = 0;
+      detail::probe_idle_peers(*d_);
+    }
     if (d_->ring.size() < out.size()) detail::drive(*d_, out.size());
     return d_->ring.drain(out);
   }
@@ -137,8 +141,14 @@ class domain_impl {
       if (detail::drive(d) > 0) continue;
       if (ibv_req_notify_cq(d.cq, 0) != 0) return status::provider_error;
       if (detail::drive(d) > 0) continue;  // arrived before the CQ was armed
-      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      detail::probe_idle_peers(d);
+      const auto now = std::chrono::steady_clock::now();
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - now);
       if (left.count() <= 0) return status::timed_out;
+      // recv()s waiting: wake up for the next round of liveness probes.
+      if (d.posted_recvs && d.opts.probe_ms)
+        left = std::min(left, std::max(std::chrono::milliseconds(1),
+                                       std::chrono::ceil<std::chrono::milliseconds>(d.next_probe - now)));
       pollfd pfd[2] = {{d.channel->fd, POLLIN, 0}, {d.cm_channel ? d.cm_channel->fd : -1, POLLIN, 0}};
       if (::poll(pfd, d.cm_channel ? 2 : 1, static_cast<int>(left.count())) > 0) {
         if (pfd[1].revents) detail::drive_cm(d);  // a disconnect flushes requests: their completions follow
@@ -261,8 +271,9 @@ class domain_impl {
     if (fl < 0 || fcntl(d.channel->fd, F_SETFL, fl | O_NONBLOCK) < 0) return fail(errno, "fcntl(O_NONBLOCK)");
 
     // The CQ holds every request that can complete at once: the domain's
-    // send credits, the SRQ's receives and the handshake's datagrams.
-    const std::uint64_t fixed = d.opts.srq_depth + 2 * detail::ud_slots + 16;
+    // send credits, the SRQ's receives, the handshake's datagrams and the
+    // liveness probes (post.hpp).
+    const std::uint64_t fixed = d.opts.srq_depth + 2 * detail::ud_slots + detail::max_probes + 16;
     const std::uint64_t max_cqe = static_cast<std::uint64_t>(a.max_cqe);
     if (max_cqe <= fixed + 16) return unexpected(status::unsupported, "device CQ too small", "verbs");
     if (d.credits.total() + fixed > max_cqe) d.credits = detail::cq_credits(max_cqe - fixed);

@@ -151,7 +151,12 @@ inline void on_send_completion(domain_state& d, const ibv_wc& wc) {
   if (it == d.by_qpn.end()) return;  // its endpoint is gone
   peer_state& p = *it->second;
   if (wc.status != IBV_WC_SUCCESS) mark_failed(p, wc.status);
+  std::uint32_t probes = 0;
   const std::uint32_t n = p.ring.retire_through(index_of(wc.wr_id), [&](const sq_entry& e, bool last) {
+    if (e.internal) {  // a liveness probe: its failure failed the queue pair above, nothing else to say
+      ++probes;
+      return;
+    }
     completion c{};
     c.token = e.token;
     c.bytes = e.bytes;
@@ -166,7 +171,8 @@ inline void on_send_completion(domain_state& d, const ibv_wc& wc) {
     }
     d.ring.push(c);
   });
-  d.credits.give(n);
+  d.credits.give(n - probes);
+  d.probes_in_flight -= probes;
   // A failed queue pair is in the error state (a dead peer: retries
   // exhausted; or any other error): no message can arrive on it any more,
   // so the recv()s waiting on it end now, after what it retired above.

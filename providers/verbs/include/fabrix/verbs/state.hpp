@@ -17,6 +17,7 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <deque>
@@ -38,6 +39,7 @@ inline constexpr std::uint64_t index_of(std::uint64_t wr_id) noexcept { return w
 inline constexpr std::uint32_t ud_slots = 16;         // handshake datagrams in flight, each way
 inline constexpr std::uint32_t ud_slot_size = 128;    // 40-byte GRH + a hello, rounded
 inline constexpr std::uint32_t ud_qkey = 0x46425856;  // "FBXV"
+inline constexpr std::uint32_t max_probes = 64;       // liveness probes in flight per domain (post.hpp)
 
 struct free_deleter {
   void operator()(void* p) const noexcept { std::free(p); }
@@ -147,6 +149,12 @@ struct domain_state {
   // CQ, so they take no CQ credits.
   std::size_t posted_recvs = 0;
   std::size_t max_posted_recvs = 0;
+  // Liveness probes (post.hpp): in flight (their CQ entries are reserved
+  // apart from the credits, at most max_probes), when the next round is due,
+  // and poll() calls since probes were last considered.
+  std::uint32_t probes_in_flight = 0;
+  std::chrono::steady_clock::time_point next_probe{};
+  std::uint32_t probe_tick = 0;
 
   std::unordered_map<std::uint32_t, peer_state*> by_qpn;
   std::vector<peer_state*> peers;
