@@ -27,7 +27,8 @@ struct test_domain {
   std::unique_ptr<detail::domain_state> d;
   std::vector<std::unique_ptr<detail::peer_state>> peers;
 
-  explicit test_domain(std::uint64_t nonce) : d(std::make_unique<detail::domain_state>(0, 64)) {
+  explicit test_domain(std::uint64_t nonce, std::size_t max_recvs = 64)
+      : d(std::make_unique<detail::domain_state>(0, 64, max_recvs)) {
     d->nonce = nonce;
     for (std::size_t i = 0; i < d->secret.size(); ++i) d->secret[i] = static_cast<std::uint8_t>(nonce * 31 + i);
     d->socket_name = "fabrix-unit-" + std::to_string(::getpid()) + "-" + std::to_string(nonce);
@@ -39,7 +40,7 @@ struct test_domain {
     for (auto& p : peers) std::erase(d->peers, p.get());
   }
   // Connects to `to` the way domain_impl::connect does (minus the CUDA stream).
-  detail::peer_state& connect(test_domain& to, bool honest_hello = true) {
+  detail::peer_state& connect(test_domain& to, bool honest_hello = true, std::uint32_t peer_id = 0) {
     auto fd = ipc::connect_abstract(to.d->socket_name);
     REQUIRE(fd.has_value());
     auto l = std::make_unique<detail::link>();
@@ -50,7 +51,9 @@ struct test_domain {
     REQUIRE(detail::send_control(*l, ipc::packet_type::hello, d->nonce, proof) == status::ok);
     auto p = std::make_unique<detail::peer_state>();
     p->dom = d.get();
+    p->peer_id = peer_id;
     p->nonce = to.d->nonce;
+    p->seq = d->connects_to[to.d->nonce]++;
     p->secret = to.d->secret;
     p->out = l.get();
     d->links.push_back(std::move(l));
@@ -67,6 +70,12 @@ struct test_domain {
     return {c, c + n};
   }
 };
+
+bool first_is(const std::vector<std::byte>& v, std::size_t n, std::byte b) {
+  for (std::size_t i = 0; i < n; ++i)
+    if (v[i] != b) return false;
+  return true;
+}
 
 fabrix::local_slice host_slice(std::vector<std::byte>& v, std::size_t n) {
   fabrix::local_slice s;
@@ -90,7 +99,65 @@ TEST_CASE("cuda_ipc control plane: a notification becomes a remote_write_imm com
   CHECK(got[0].imm == 7);
   CHECK(got[0].bytes == 4096);
   CHECK(got[0].token == 0);
+  CHECK(got[0].peer == 0);  // b has no queue pair to a (yet)
   CHECK(b.d->dropped_packets == 0);
+}
+
+TEST_CASE("cuda_ipc control plane: notifications and messages name the queue pair they arrived on") {
+  test_domain a(11), b(22), c(33);
+  // b's queue pairs: to a (peer id 5), to c (peer id 6), a second one to a (7).
+  detail::peer_state& ba = b.connect(a, true, 5);
+  detail::peer_state& bc = b.connect(c, true, 6);
+  detail::peer_state& ba2 = b.connect(a, true, 7);
+  detail::peer_state& ab = a.connect(b);
+  detail::peer_state& cb = c.connect(b);
+  detail::peer_state& ab2 = a.connect(b);  // pairs with b's second queue pair to a
+  REQUIRE(ipc::send_packet(ab.out->fd.get(), ipc::packet_type::notify, 1, 8) == status::ok);
+  REQUIRE(ipc::send_packet(cb.out->fd.get(), ipc::packet_type::notify, 2, 8) == status::ok);
+  REQUIRE(ipc::send_packet(ab2.out->fd.get(), ipc::packet_type::notify, 3, 8) == status::ok);
+  b.pump();
+  auto got = b.drain();
+  REQUIRE(got.size() == 3);
+  for (const completion& n : got) {
+    CHECK(n.op == opcode::remote_write_imm);
+    CHECK(n.peer == (n.imm == 1 ? 5u : n.imm == 2 ? 6u : 7u));
+  }
+  // Messages: the recv's completion names the queue pair it was posted on.
+  std::vector<std::byte> out(16), in(64);
+  std::memset(out.data(), 3, 16);
+  REQUIRE(detail::post_one(bc, fabrix::op::recv(host_slice(in, 64), 40)) == status::ok);
+  REQUIRE(detail::post_one(cb, fabrix::op::send(host_slice(out, 16), 41)) == status::ok);
+  REQUIRE(detail::post_one(ab, fabrix::op::send(host_slice(out, 16), 42)) == status::ok);  // before its recv
+  b.pump();
+  REQUIRE(detail::post_one(ba, fabrix::op::recv(host_slice(in, 64), 43)) == status::ok);
+  got = b.drain();
+  REQUIRE(got.size() == 2);
+  CHECK(got[0].token == 40);
+  CHECK(got[0].peer == 6);
+  CHECK(got[0].bytes == 16);
+  CHECK(got[1].token == 43);
+  CHECK(got[1].peer == 5);
+  (void)ba2;
+}
+
+TEST_CASE("cuda_ipc: posted receives have their own bound, apart from the op pool") {
+  test_domain a(11), b(22, /*max_recvs=*/4);
+  detail::peer_state& ba = b.connect(a, true, 1);
+  std::vector<std::byte> in(64);
+  for (int i = 0; i < 4; ++i) REQUIRE(detail::post_one(ba, fabrix::op::recv(host_slice(in, 16), i)) == status::ok);
+  CHECK(detail::post_one(ba, fabrix::op::recv(host_slice(in, 16), 9)) == status::again);
+  CHECK(b.d->recv_ops.in_use() == 4);
+  CHECK(b.d->ops.in_use() == 0);  // the 64 places of other operations are all free
+  CHECK(b.d->ops.capacity() == 64);
+  // Completed (here: failed, the peer's domain gone) receives give their places back.
+  detail::fail_peer(ba, "test");
+  const auto got = b.drain();
+  REQUIRE(got.size() == 4);
+  for (const completion& c : got) {
+    CHECK(c.status == status::peer_unreachable);
+    CHECK(c.peer == 1);
+  }
+  CHECK(b.d->recv_ops.in_use() == 0);
 }
 
 TEST_CASE("cuda_ipc control plane: a connection without a valid hello is ignored") {
@@ -146,9 +213,11 @@ TEST_CASE("cuda_ipc control plane: messages queue until a recv, in order; a long
   const auto got = b.drain();
   REQUIRE(got.size() == 1);
   CHECK(got[0].status == status::truncated);
-  CHECK(got[0].bytes == 20);
-  CHECK(in[19] == std::byte{9});
+  CHECK(got[0].bytes == 20);  // the buffer's length; it holds the message's first 20 bytes
+  CHECK(first_is(in, 20, std::byte{9}));
+  CHECK(in[20] == std::byte{0});
   CHECK(b.d->ops.in_use() == 0);
+  CHECK(b.d->recv_ops.in_use() == 0);
   // Over 64 KiB is refused at post time.
   std::vector<std::byte> big(ipc::max_message + 1);
   CHECK(detail::post_one(ab, fabrix::op::send(host_slice(big, big.size()), 302)) == status::invalid_argument);

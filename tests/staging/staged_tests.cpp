@@ -187,6 +187,16 @@ TEST_CASE_TEMPLATE("staged send and recv, in order, with truncation", P, static_
       env.complete_ok(qp.send(dev_mr.slice(0, 2000), 21), 21);  // longer than the peer's buffer
       fxt::fill(dev.data(), 300, 46);
       env.complete_ok(qp.send(dev_mr.slice(0, 300), 22), 22);
+      // A staged recv's completion names the queue pair it arrived on (rank
+      // 1's, whose peer id is 1: 0 would not tell it from the default).
+      FX_CHECK(qp.peer_id() == 1);
+      std::memset(dev.data(), 0, 256);
+      FX_CHECK_STATUS(qp.recv(dev_mr.slice(0, 256), 23), status::ok);
+      const auto r = env.next_token(23);
+      FX_CHECK_STATUS(r.status, status::ok);
+      FX_CHECK(r.peer == 1);
+      FX_CHECK(r.bytes == 100);
+      FX_CHECK(first_mismatch(dev.data(), 100, 47) == 100);
       env.next_notify();  // the peer is done
     } else {
       std::uint64_t token = 10;
@@ -200,13 +210,19 @@ TEST_CASE_TEMPLATE("staged send and recv, in order, with truncation", P, static_
       }
       env.complete_ok(qp.recv(host_mr.slice(0, 2000), 20), 20);
       FX_CHECK(first_mismatch(host.data(), 2000, 44) == 2000);
+      std::memset(dev.data(), 0, 1001);
       FX_CHECK_STATUS(qp.recv(dev_mr.slice(0, 1000), 21), status::ok);
       const auto t = env.next_token(21);
       FX_CHECK_STATUS(t.status, status::truncated);
       FX_CHECK(t.op == fabrix::opcode::recv);
+      FX_CHECK(t.bytes == 1000);  // the buffer's length: it holds the message's first 1000 bytes
+      FX_CHECK(first_mismatch(dev.data(), 1000, 45) == 1000);
+      FX_CHECK(dev[1000] == std::byte{0});
       std::memset(dev.data(), 0, 400);
       env.complete_ok(qp.recv(dev_mr.slice(0, 400), 22), 22);
       FX_CHECK(first_mismatch(dev.data(), 300, 46) == 300);
+      fxt::fill(dev.data(), 100, 47);
+      env.complete_ok(qp.send(dev_mr.slice(0, 100), 23), 23);
     }
     if (rank == 1) signal(env, flag_mr, peers[0], 7);  // done: rank 0 may go
   });

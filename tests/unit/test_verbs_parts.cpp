@@ -1,6 +1,7 @@
 // The verbs provider's device-free parts: address, hello and rdma_cm request encodings, GID
-// ranking, PCIe distance on a fake sysfs tree, send-queue credit accounting
-// and the options read from the environment.
+// ranking, PCIe distance on a fake sysfs tree, send-queue credit accounting,
+// receives (their bound, peer ids, truncation, ending when the queue pair
+// fails) and the options read from the environment.
 #include <doctest/doctest.h>
 
 #include <fabrix/verbs.hpp>
@@ -401,6 +402,83 @@ TEST_CASE("verbs send ring: credits never exceed the queue, signaled completions
   CHECK(credits.available() == 10);
 }
 
+TEST_CASE("verbs receives: the domain's bound, peer ids, truncation, and a failed queue pair ending them") {
+  // Domain and queue pair state without a device: what post_recv, message
+  // delivery and send completions do to it (no verbs call on these paths).
+  vd::domain_state d(fabrix::verbs::options{}, /*max_outstanding=*/16, /*max_recvs=*/4);
+  vd::peer_state p(8);
+  p.dom = &d;
+  p.peer_id = 3;
+  p.connected = true;
+  p.recv_capacity = 4;
+  p.recvs = std::make_unique<vd::recv_wanted[]>(4);
+  d.by_qpn[77] = &p;
+  d.peers.push_back(&p);
+  std::vector<std::byte> in(4 * 16);
+  auto slice = [&](std::size_t i) {
+    fabrix::local_slice s;
+    s.address = in.data() + i * 16;
+    s.length = 16;
+    s.provider = fabrix::provider_id::verbs;
+    s.valid = true;
+    return s;
+  };
+  for (std::uint64_t i = 0; i < 4; ++i) CHECK(vd::post_recv(p, fabrix::op::recv(slice(i), 10 + i)) == status::ok);
+  CHECK(vd::post_recv(p, fabrix::op::recv(slice(0), 14)) == status::again);  // max_posted_recvs
+  CHECK(d.posted_recvs == 4);
+  CHECK(d.credits.available() == 16);  // receives take no CQ credit
+
+  std::vector<std::byte> msg(100);
+  for (std::size_t i = 0; i < msg.size(); ++i) msg[i] = static_cast<std::byte>(i + 1);
+  vd::deliver_message(p, msg.data(), 10);
+  vd::deliver_message(p, msg.data(), 100);  // longer than the 16-byte buffer
+  fabrix::completion c[8];
+  REQUIRE(d.ring.drain(c) == 2);
+  CHECK(c[0].token == 10);
+  CHECK(c[0].status == status::ok);
+  CHECK(c[0].bytes == 10);
+  CHECK(c[0].peer == 3);
+  CHECK(c[1].token == 11);
+  CHECK(c[1].status == status::truncated);
+  CHECK(c[1].bytes == 16);  // the buffer's length, holding the message's first 16 bytes
+  CHECK(std::memcmp(in.data() + 16, msg.data(), 16) == 0);
+  CHECK(c[1].peer == 3);
+  CHECK(d.posted_recvs == 2);
+
+  // A user write, then a liveness probe behind it; the probe fails (a dead
+  // peer): the write completes fine, the probe silently, the queue pair
+  // fails and its two waiting receives end with peer_unreachable.
+  p.ring.staged(0) = {50, 8, 0, fabrix::opcode::write, 0};
+  p.ring.commit(1);
+  d.credits.take(1);
+  p.ring.staged(0) = {};
+  p.ring.staged(0).internal = true;
+  p.ring.commit(1);
+  ++d.probes_in_flight;
+  ibv_wc wc{};
+  wc.wr_id = vd::make_wr_id(vd::wr_kind::rc_send, 1);
+  wc.status = IBV_WC_RETRY_EXC_ERR;
+  wc.qp_num = 77;
+  vd::process(d, wc);
+  CHECK(p.failed);
+  CHECK(d.credits.available() == 16);
+  CHECK(d.probes_in_flight == 0);
+  CHECK(p.ring.empty());
+  REQUIRE(d.ring.drain(c) == 3);
+  CHECK(c[0].token == 50);
+  CHECK(c[0].status == status::ok);
+  for (int i = 1; i < 3; ++i) {
+    CHECK(c[i].op == fabrix::opcode::recv);
+    CHECK(c[i].token == static_cast<std::uint64_t>(11 + i));
+    CHECK(c[i].status == status::peer_unreachable);
+    CHECK(c[i].peer == 3);
+  }
+  CHECK(d.posted_recvs == 0);
+  std::size_t posted = 0;
+  const auto r = fabrix::op::recv(slice(0), 20);
+  CHECK(vd::post_ops(p, std::span<const fabrix::operation>(&r, 1), posted) == status::peer_unreachable);
+}
+
 TEST_CASE("verbs options: environment overrides and range checks") {
   ::setenv("FABRIX_VERBS_TIMEOUT", "12", 1);
   ::setenv("FABRIX_VERBS_GID_INDEX", "3", 1);
@@ -429,6 +507,12 @@ TEST_CASE("verbs options: environment overrides and range checks") {
   REQUIRE(!method.has_value());
   CHECK(method.error().message.find("FABRIX_VERBS_CONNECT") != std::string::npos);
   ::unsetenv("FABRIX_VERBS_CONNECT");
+  CHECK(fabrix::verbs::options_from_env()->probe_ms == 1000);
+  ::setenv("FABRIX_VERBS_PROBE_MS", "0", 1);  // probes off
+  CHECK(fabrix::verbs::options_from_env()->probe_ms == 0);
+  ::setenv("FABRIX_VERBS_PROBE_MS", "-1", 1);
+  CHECK(!fabrix::verbs::options_from_env().has_value());
+  ::unsetenv("FABRIX_VERBS_PROBE_MS");
 }
 
 TEST_CASE("verbs on a host without an RDMA device: a clear unsupported, and open(auto) falls back") {

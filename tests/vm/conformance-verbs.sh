@@ -4,9 +4,10 @@
 # rdma_cm (FABRIX_VERBS_CONNECT=rdma_cm). Every case runs in both; the
 # verbs-only rdma_cm cases run in both too (they ask for rdma_cm
 # themselves). Then, when FABRIX_VM_ALSO names more test binaries (space-
-# separated; meson sets it to tests/gpu/gpu_verbs in CUDA builds), each of
-# them with --no-colors; a skip (77) there counts as a failure, since rxe0
-# exists. Exits with the first failure's status, after everything ran.
+# separated; meson sets it to tests/vm/vm_verbs_liveness and, in CUDA
+# builds, tests/gpu/gpu_verbs), each of them with --no-colors; a skip (77)
+# there counts as a failure, since rxe0 exists. Exits with the first
+# failure's status, after everything ran.
 #   conformance-verbs.sh BINARY [doctest args...]
 set -u
 bin=$1

@@ -170,7 +170,7 @@ struct staged {
     result<endpoint_impl> connect(std::span<const std::byte> peer, std::uint32_t peer_id) {
       auto e = s_->inner.connect(peer, peer_id);
       if (!e) return unexpected(std::move(e).error());
-      return endpoint_impl(s_.get(), std::move(*e));
+      return endpoint_impl(s_.get(), std::move(*e), peer_id);
     }
     provider_id provider() const noexcept { return s_->inner.provider(); }
     std::uint64_t owner() const noexcept { return s_->inner.owner(); }

@@ -73,6 +73,8 @@ class domain_impl {
   static result<domain_impl> create(const domain_options& opts) {
     if (opts.max_outstanding == 0)
       return unexpected(status::invalid_argument, "max_outstanding must be > 0", "cuda_ipc");
+    if (opts.max_posted_recvs == 0)
+      return unexpected(status::invalid_argument, "max_posted_recvs must be > 0", "cuda_ipc");
     const int device = parse_device(opts.device);
     if (device < 0)
       return unexpected(status::invalid_argument, "device '" + opts.device + "' is not a CUDA ordinal", "cuda_ipc");
@@ -86,7 +88,7 @@ class domain_impl {
     device_guard on(device);  // first, so CUDA initializes on this device only
     if (auto drv = driver(); !drv) return unexpected(std::move(drv).error());
 
-    auto d = std::make_unique<detail::domain_state>(device, opts.max_outstanding);
+    auto d = std::make_unique<detail::domain_state>(device, opts.max_outstanding, opts.max_posted_recvs);
     if (cudaError_t e =
             cudaMalloc(reinterpret_cast<void**>(&d->atomic_scratch), opts.max_outstanding * sizeof(unsigned long long));
         e != cudaSuccess)
@@ -245,6 +247,7 @@ class domain_impl {
     p->dom = d_.get();
     p->peer_id = peer_id;
     p->nonce = peer->nonce;
+    p->seq = d_->connects_to[peer->nonce]++;
     p->secret = peer->secret;
     // Same pid and same random token: this process (a pid alone repeats
     // across pid namespaces; the token alone survives fork()).

@@ -67,6 +67,8 @@ class endpoint_impl {
       detail::finish(d, r);
     }
     std::erase(d.peers, &p);
+    for (auto& l : d.links)
+      if (l->peer == &p) l->peer = nullptr;
     std::erase_if(d.links, [&](const std::unique_ptr<detail::link>& l) { return l.get() == p.out; });
     const bool last = std::none_of(d.peers.begin(), d.peers.end(), [&](auto* q) { return q->nonce == p.nonce; });
     if (last) d.cache.release_owner(p.nonce);

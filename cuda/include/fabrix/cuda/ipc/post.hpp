@@ -86,7 +86,9 @@ inline status post_one(peer_state& p, const operation& o) {
     if (remote == nullptr) return why;
     remote += o.remote.offset;
   }
-  op_slot* op = d.ops.take();
+  // Receives have their own pool (max_posted_recvs): waiting ones never
+  // take places from other operations.
+  op_slot* op = o.code == opcode::recv ? d.recv_ops.take() : d.ops.take();
   if (op == nullptr) return status::again;
   op->in_use = true;
   op->peer = &p;
@@ -98,6 +100,7 @@ inline status post_one(peer_state& p, const operation& o) {
   op->st = stage::copying;
   if (o.code == opcode::recv) {  // no stream work: waits for a message
     op->c.bytes = 0;
+    op->c.peer = p.peer_id;
     op->recv_dst = o.locals()[0];
     p.recvs.push_back(op);
     match_unexpected(d, p);

@@ -18,7 +18,10 @@ namespace fabrix::cuda::ipc::detail {
 
 inline void finish(domain_state& d, op_slot* op) {
   d.ring.push(op->c);
-  d.ops.give_back(op);
+  if (op->c.op == opcode::recv)
+    d.recv_ops.give_back(op);
+  else
+    d.ops.give_back(op);
 }
 
 // The peer's domain is gone (its socket closed) or unreachable: pending
@@ -34,7 +37,9 @@ inline void fail_peer(peer_state& p, const std::string& why) {
   }
 }
 
-// Copies a message into a posted receive (host or device memory).
+// Copies a message into a posted receive (host or device memory). Longer
+// than the buffer: truncated, bytes = the buffer's length, which holds the
+// message's first bytes. c.peer was set when the recv was posted.
 inline void complete_recv(domain_state& d, op_slot* r, std::span<const std::byte> bytes) {
   const std::size_t n = std::min<std::size_t>(bytes.size(), r->recv_dst.length);
   if (n > 0) {
@@ -112,6 +117,20 @@ inline status send_control(link& l, packet_type t, std::uint64_t a, std::uint64_
   }
 }
 
+// Our queue pair that an inbound link's packets arrive on: the one to the
+// same domain with the same connect() number, else the oldest to that
+// domain; nullptr when we have none to it (yet).
+inline peer_state* peer_of(domain_state& d, link& l) {
+  if (l.peer) return l.peer;
+  peer_state* first = nullptr;
+  for (peer_state* p : d.peers) {
+    if (p->nonce != l.nonce) continue;
+    if (p->seq == l.seq) return l.peer = p;
+    if (!first || p->seq < first->seq) first = p;
+  }
+  return first;  // not cached: the paired one may connect later
+}
+
 inline void on_link_closed(domain_state& d, link& l) {
   l.closed = true;
   if (!l.outgoing) return;  // the peer closed its endpoint to us: nothing of ours depends on it
@@ -124,17 +143,21 @@ inline void handle_packet(domain_state& d, link& l, const packet& pk, unique_fd&
     case packet_type::hello:
       if (l.nonce == 0 && !l.outgoing && pk.a != 0 && pk.b == hello_proof(d.secret, pk.a)) {
         l.nonce = pk.a;
+        l.seq = d.hellos_from[l.nonce]++;
         return;
       }
       break;
-    case packet_type::notify:
+    case packet_type::notify: {
       if (l.nonce == 0) break;
+      const peer_state* p = peer_of(d, l);
       d.ring.push(completion{.token = 0,
                              .bytes = pk.b,
                              .status = status::ok,
                              .op = opcode::remote_write_imm,
-                             .imm = static_cast<std::uint32_t>(pk.a)});
+                             .imm = static_cast<std::uint32_t>(pk.a),
+                             .peer = p ? p->peer_id : 0});
       return;
+    }
     case packet_type::message:
       if (l.nonce == 0) break;
       deliver_message(d, l.nonce, pk.payload);

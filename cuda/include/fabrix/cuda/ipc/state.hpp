@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace fabrix::cuda::ipc::detail {
@@ -74,6 +75,12 @@ struct link {
   std::uint64_t nonce = 0;  // the peer domain (inbound: from its hello)
   bool outgoing = false;
   bool closed = false;
+  // Inbound: which of that domain's connect()s to us this is (0, 1, ...,
+  // from the order of their hellos). Its notifications name our queue pair
+  // with the same number among ours to that domain (the k-th connect() pairs
+  // with the k-th, as connect_all makes them); `peer` caches it.
+  std::uint32_t seq = 0;
+  peer_state* peer = nullptr;
 };
 
 // A peer region this endpoint has verified and mapped.
@@ -115,7 +122,8 @@ struct domain_state {
   std::string host;
   unique_fd listener;
   fabrix::detail::completion_ring ring;
-  fabrix::detail::slot_pool<op_slot> ops;
+  fabrix::detail::slot_pool<op_slot> ops;        // every operation but recv (max_outstanding)
+  fabrix::detail::slot_pool<op_slot> recv_ops;   // posted recv()s (domain_options::max_posted_recvs)
   std::vector<cudaEvent_t> events;               // per op slot, created on the slot's first use
   unsigned long long* atomic_scratch = nullptr;  // device: one old value per op slot
   std::vector<std::unique_ptr<link>> links;
@@ -129,13 +137,16 @@ struct domain_state {
   std::vector<pollfd> pfds;                                         // reused by poll() / wait()
   std::uint64_t dropped_packets = 0;                                // malformed or unexpected peer packets
   std::uint64_t fetch_proof = 0;  // the seal of the region whose VMM fd fetch_fd asks for
+  std::unordered_map<std::uint64_t, std::uint32_t> connects_to;  // peer nonce -> our connect()s to it so far
+  std::unordered_map<std::uint64_t, std::uint32_t> hellos_from;  // peer nonce -> its connect()s to us so far
 
   static constexpr std::size_t max_unexpected = 1024;
 
-  domain_state(int dev, std::size_t max_outstanding)
+  domain_state(int dev, std::size_t max_outstanding, std::size_t max_recvs)
       : device(dev),
-        ring(max_outstanding),
+        ring(max_outstanding + max_recvs),
         ops(max_outstanding),
+        recv_ops(max_recvs),
         events(max_outstanding, nullptr),
         cache(cuda_opener(dev, &fetch_fd, this)) {}
   domain_state(const domain_state&) = delete;
@@ -157,6 +168,7 @@ struct peer_state {
   std::uint32_t peer_id = 0;  // completion::peer of what arrives on this queue pair
   link* out = nullptr;        // owned by dom->links
   std::uint64_t nonce = 0;
+  std::uint32_t seq = 0;  // which of our connect()s to that domain (link::seq pairs with it)
   fabrix::detail::seal_key secret{};
   bool same_process = false;  // another domain of this process: addresses are usable as they are
   cudaStream_t stream = nullptr;

@@ -18,6 +18,7 @@
 #include <fabrix/cuda/staged/region.hpp>
 #include <fabrix/cuda/staged/state.hpp>
 
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <utility>
@@ -27,14 +28,17 @@ namespace fabrix::cuda::detail {
 template <provider P, staging_engine E>
 class staged_endpoint {
  public:
-  staged_endpoint(staged_state<P, E>* d, typename P::endpoint_impl inner)
-      : d_(d), inner_(std::make_unique<typename P::endpoint_impl>(std::move(inner))) {}
+  // `peer_id`: what the completions of staged recvs posted here carry in
+  // completion::peer (P fills it for everything else).
+  staged_endpoint(staged_state<P, E>* d, typename P::endpoint_impl inner, std::uint32_t peer_id)
+      : d_(d), inner_(std::make_unique<typename P::endpoint_impl>(std::move(inner))), peer_id_(peer_id) {}
   staged_endpoint(staged_endpoint&&) noexcept = default;
   staged_endpoint& operator=(staged_endpoint&& o) noexcept {
     if (this != &o) {
       close();
       d_ = o.d_;
       inner_ = std::move(o.inner_);
+      peer_id_ = o.peer_id_;
     }
     return *this;
   }
@@ -94,7 +98,7 @@ class staged_endpoint {
       d_->advance_all();  // a lane may just have finished
       if ((l = d_->free_lane()) == nullptr) return status::again;
     }
-    l->start(o, inner_.get(), d_->next_gen++);
+    l->start(o, inner_.get(), d_->next_gen++, peer_id_);
     ++d_->busy;
     if (l->advance(d_->done)) --d_->busy;
     return status::ok;
@@ -106,6 +110,7 @@ class staged_endpoint {
 
   staged_state<P, E>* d_;
   std::unique_ptr<typename P::endpoint_impl> inner_;
+  std::uint32_t peer_id_ = 0;
 };
 
 }  // namespace fabrix::cuda::detail

@@ -75,8 +75,10 @@ class lane {
 
   // Takes `o` (validated; one local slice of cuda_device memory, length > 0;
   // send/recv/atomics at most one chunk) for endpoint `ep`.
-  void start(const operation& o, typename P::endpoint_impl* ep, std::uint64_t gen) {
+  // `peer_id`: the endpoint's, for a recv's completion::peer.
+  void start(const operation& o, typename P::endpoint_impl* ep, std::uint64_t gen, std::uint32_t peer_id = 0) {
     busy_ = true;
+    peer_id_ = peer_id;
     op_ = o;
     op_.gather = {};
     ep_ = ep;
@@ -117,7 +119,10 @@ class lane {
     if (op_.code == opcode::recv) {
       recv_done_ = true;
       final_ = c.status;
-      received_ = std::min<std::uint64_t>(c.bytes, length_);
+      // Truncated: the inner buffer is exactly as long as the user's and
+      // holds the message's first bytes (the core contract), so all of it
+      // goes to the device, whatever byte count P reported.
+      received_ = c.status == status::truncated ? length_ : std::min<std::uint64_t>(c.bytes, length_);
       if (status s = pipe_.start(staging_direction::inbound, device_, received_); s != status::ok) fail(s, 0);
       return;
     }
@@ -146,7 +151,10 @@ class lane {
     c.imm = op_.code == opcode::write_with_imm ? op_.imm : 0;
     c.status = err_ != status::ok ? err_ : final_;
     c.native_code = native_;
+    // A truncated recv: received_ is the buffer's length (the inner recv's
+    // buffer is exactly as long), which holds the message's first bytes.
     c.bytes = err_ != status::ok ? 0 : op_.code == opcode::recv ? received_ : length_;
+    c.peer = op_.code == opcode::recv ? peer_id_ : 0;
     done.push(c);
     busy_ = false;
     ep_ = nullptr;
@@ -272,6 +280,7 @@ class lane {
   bool recv_done_ = false;
   std::uint64_t received_ = 0;
   status final_ = status::ok;
+  std::uint32_t peer_id_ = 0;  // the endpoint's, for a recv's completion
 };
 
 }  // namespace fabrix::cuda::detail

@@ -29,6 +29,7 @@ struct sq_entry {
   std::uint32_t imm = 0;
   opcode op = opcode::write;
   std::uint8_t flags = 0;
+  bool internal = false;  // a liveness probe (post.hpp): no user completion, no CQ credit
 };
 
 class send_ring {

@@ -55,6 +55,8 @@ class domain_impl {
   // and opts.device / opts.transport override the device / connection path.
   static result<domain_impl> create(const domain_options& opts, const options& base) {
     if (opts.max_outstanding == 0) return unexpected(status::invalid_argument, "max_outstanding must be > 0", "verbs");
+    if (opts.max_posted_recvs == 0 || opts.max_posted_recvs > (std::size_t{1} << 24))
+      return unexpected(status::invalid_argument, "max_posted_recvs must be in 1..2^24", "verbs");
     auto o = options_from_env(base);
     if (!o) return unexpected(std::move(o).error());
     if (!opts.device.empty()) o->device = opts.device;
@@ -69,7 +71,7 @@ class domain_impl {
                         "verbs: transport '" + opts.transport + "' is not rdma_cm, bootstrap or rc", "verbs");
     auto dev = detail::open_device(*o);
     if (!dev) return unexpected(std::move(dev).error());
-    auto d = std::make_unique<detail::domain_state>(*o, opts.max_outstanding);
+    auto d = std::make_unique<detail::domain_state>(*o, opts.max_outstanding, opts.max_posted_recvs);
     d->ctx = dev->ctx;
     d->dev = dev->choice;
     if (d->opts.connect == connect_method::rdma_cm)
@@ -123,6 +125,10 @@ class domain_impl {
       d_->cm_tick = 0;
       detail::drive_cm(*d_);
     }
+    if (d_->posted_recvs && ++d_->probe_tick >= 64) {  // recv()s wait: probe their idle queue pairs' peers
+      d_->probe_tick = 0;
+      detail::probe_idle_peers(*d_);
+    }
     if (d_->ring.size() < out.size()) detail::drive(*d_, out.size());
     return d_->ring.drain(out);
   }
@@ -135,8 +141,14 @@ class domain_impl {
       if (detail::drive(d) > 0) continue;
       if (ibv_req_notify_cq(d.cq, 0) != 0) return status::provider_error;
       if (detail::drive(d) > 0) continue;  // arrived before the CQ was armed
-      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      detail::probe_idle_peers(d);
+      const auto now = std::chrono::steady_clock::now();
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - now);
       if (left.count() <= 0) return status::timed_out;
+      // recv()s waiting: wake up for the next round of liveness probes.
+      if (d.posted_recvs && d.opts.probe_ms)
+        left = std::min(left, std::max(std::chrono::milliseconds(1),
+                                       std::chrono::ceil<std::chrono::milliseconds>(d.next_probe - now)));
       pollfd pfd[2] = {{d.channel->fd, POLLIN, 0}, {d.cm_channel ? d.cm_channel->fd : -1, POLLIN, 0}};
       if (::poll(pfd, d.cm_channel ? 2 : 1, static_cast<int>(left.count())) > 0) {
         if (pfd[1].revents) detail::drive_cm(d);  // a disconnect flushes requests: their completions follow
@@ -168,9 +180,8 @@ class domain_impl {
   }
 
   result<endpoint_impl> connect(std::span<const std::byte> blob, std::uint32_t peer_id) {
-    auto p = detail::connect_peer(*d_, blob);
+    auto p = detail::connect_peer(*d_, blob, peer_id);
     if (!p) return unexpected(std::move(p).error());
-    (*p)->peer_id = peer_id;
     return endpoint_impl(std::move(*p));
   }
 
@@ -260,8 +271,9 @@ class domain_impl {
     if (fl < 0 || fcntl(d.channel->fd, F_SETFL, fl | O_NONBLOCK) < 0) return fail(errno, "fcntl(O_NONBLOCK)");
 
     // The CQ holds every request that can complete at once: the domain's
-    // send credits, the SRQ's receives and the handshake's datagrams.
-    const std::uint64_t fixed = d.opts.srq_depth + 2 * detail::ud_slots + 16;
+    // send credits, the SRQ's receives, the handshake's datagrams and the
+    // liveness probes (post.hpp).
+    const std::uint64_t fixed = d.opts.srq_depth + 2 * detail::ud_slots + detail::max_probes + 16;
     const std::uint64_t max_cqe = static_cast<std::uint64_t>(a.max_cqe);
     if (max_cqe <= fixed + 16) return unexpected(status::unsupported, "device CQ too small", "verbs");
     if (d.credits.total() + fixed > max_cqe) d.credits = detail::cq_credits(max_cqe - fixed);

@@ -68,7 +68,13 @@ class endpoint_impl {
       if (!p.ring.empty()) {
         std::fprintf(stderr, "fabrix verbs: %u work requests did not flush in 2 s; abandoning them\n",
                      p.ring.in_flight());
-        d.credits.give(p.ring.in_flight());
+        // Their CQ credits come back, and a liveness probe among them gives
+        // back its reserved place instead (it took no credit).
+        std::uint32_t probes = 0;
+        const std::uint32_t n = p.ring.retire_through(
+            p.ring.next_seq() - 1, [&](const detail::sq_entry& e, bool) { probes += e.internal ? 1 : 0; });
+        d.credits.give(n - probes);
+        d.probes_in_flight -= probes;
       }
     }
     detail::fail_waiting_recvs(d, p, status::canceled);

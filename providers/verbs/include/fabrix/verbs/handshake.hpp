@@ -91,7 +91,9 @@ inline result<void> exchange_hellos(domain_state& d, peer_state& p) {
   return {};
 }
 
-inline result<std::unique_ptr<peer_state>> connect_peer(domain_state& d, std::span<const std::byte> blob) {
+// `peer_id`: what completions arriving on the queue pair carry (completion::peer).
+inline result<std::unique_ptr<peer_state>> connect_peer(domain_state& d, std::span<const std::byte> blob,
+                                                        std::uint32_t peer_id) {
   auto addr = parse_address(blob);
   if (!addr) return unexpected(std::move(addr).error());
   if (addr->link_layer != d.dev.link_layer)
@@ -109,7 +111,9 @@ inline result<std::unique_ptr<peer_state>> connect_peer(domain_state& d, std::sp
   p->max_inline = d.max_inline;
   p->wrs = std::make_unique<ibv_send_wr[]>(d.opts.sq_depth);
   p->sges = std::make_unique<ibv_sge[]>(static_cast<std::size_t>(d.opts.sq_depth) * d.max_sge);
-  p->recv_capacity = d.opts.recv_depth;
+  p->peer_id = peer_id;  // before the handshake: a message may arrive while it runs
+  p->recv_capacity = static_cast<std::uint32_t>(
+      d.opts.recv_depth ? std::min<std::size_t>(d.opts.recv_depth, d.max_posted_recvs) : d.max_posted_recvs);
   p->recvs = std::make_unique<recv_wanted[]>(p->recv_capacity);
   p->qp = create_rc_qp(d, d.max_inline);
   if (p->qp == nullptr) return fail(errno, "ibv_create_qp(RC)");

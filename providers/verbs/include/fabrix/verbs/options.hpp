@@ -37,8 +37,15 @@ struct options {
   std::uint32_t max_inline = 128;   // bytes written inline (asked; the device may give less)  FABRIX_VERBS_INLINE
   std::uint32_t srq_depth = 128;    // receives on the shared receive queue  FABRIX_VERBS_SRQ_DEPTH
   std::uint32_t msg_size = 65536;   // largest send (bounce buffer per receive)  FABRIX_VERBS_MSG_SIZE
-  std::uint32_t recv_depth = 1024;  // user recv()s outstanding per queue pair
-  int gid_index = -1;               // -1: choose automatically         FABRIX_VERBS_GID_INDEX
+  // User recv()s waiting per queue pair; 0: as many as the domain's bound,
+  // domain_options::max_posted_recvs (which counts every queue pair's).
+  std::uint32_t recv_depth = 0;
+  // A queue pair with recv()s waiting and nothing else in flight is probed
+  // this often (an 8-byte read of the peer's flush word, no user
+  // completion), so that a dead peer fails it and its recv()s instead of
+  // leaving them waiting forever; 0: never.  FABRIX_VERBS_PROBE_MS
+  std::uint32_t probe_ms = 1000;
+  int gid_index = -1;  // -1: choose automatically         FABRIX_VERBS_GID_INDEX
   // Device: "" (auto), "rxe0", "mlx5_0:1" (port 1), or "pci:0000:3b:00.0"
   // (the device closest to that PCI function, e.g. a GPU).  FABRIX_VERBS_DEVICE;
   // domain_options::device wins over both when set.
@@ -81,7 +88,8 @@ inline result<options> options_from_env(options base = {}) {
       !detail::env_number("FABRIX_VERBS_MSG_SIZE", base.msg_size, 64, 1 << 24, why) ||
       !detail::env_number("FABRIX_VERBS_GID_INDEX", base.gid_index, -1, 1 << 16, why) ||
       !detail::env_number("FABRIX_VERBS_CONNECT_TIMEOUT_MS", connect_ms, 1, 3600L * 1000, why) ||
-      !detail::env_number("FABRIX_VERBS_CM_PORT", base.cm_port, 0, 65535, why))
+      !detail::env_number("FABRIX_VERBS_CM_PORT", base.cm_port, 0, 65535, why) ||
+      !detail::env_number("FABRIX_VERBS_PROBE_MS", base.probe_ms, 0, 3600 * 1000, why))
     return unexpected(status::invalid_argument, why, "verbs");
   if (const char* m = std::getenv("FABRIX_VERBS_CONNECT"); m && *m) {
     const std::string v = m;

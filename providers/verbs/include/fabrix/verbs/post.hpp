@@ -25,6 +25,7 @@
 #include <infiniband/verbs.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 namespace fabrix::verbs::detail {
@@ -138,10 +139,14 @@ inline status build(peer_state& p, const operation& o, ibv_send_wr& wr, ibv_sge*
 }
 
 // A user recv(): matched at once against a message that is already here.
+// Bounded by domain_options::max_posted_recvs over the whole domain (again
+// beyond it); takes no CQ credits, so it never holds back other operations.
 inline status post_recv(peer_state& p, const operation& o) {
   const local_slice& l = o.locals()[0];
-  if (p.recv_head - p.recv_tail == p.recv_capacity) return status::again;
+  domain_state& d = *p.dom;
+  if (d.posted_recvs >= d.max_posted_recvs || p.recv_head - p.recv_tail == p.recv_capacity) return status::again;
   p.recvs[p.recv_head++ % p.recv_capacity] = {l.address, l.length, o.token, o.flags};
+  ++d.posted_recvs;
   if (!p.unexpected.empty()) {
     std::vector<std::byte> m = std::move(p.unexpected.front());
     p.unexpected.pop_front();
@@ -176,6 +181,50 @@ inline status post_chain(peer_state& p, std::uint32_t n, std::uint32_t& went) {
     return status::peer_unreachable;
   }
   return status::ok;
+}
+
+// Liveness probes. RC has no keepalive: a queue pair whose peer died
+// notices only when it sends, so recv()s waiting on a queue pair that sends
+// nothing would wait forever (rdma_cm's DISCONNECTED covers closed
+// connections, not every death, and the bootstrap path has no such event).
+// So every options::probe_ms, each queue pair with recv()s waiting and
+// nothing else in flight gets one signaled 8-byte RDMA read of its peer
+// domain's flush word. A live peer's NIC answers (no completion reaches the
+// user); a dead one's does not, the read fails with RETRY_EXC_ERR after the
+// RC retries, and the queue pair fails with its recv()s (progress.hpp).
+// Probes take a send-ring slot (the ring was empty) and one of max_probes
+// CQ entries reserved for them, never a user's CQ credit. Run from poll()
+// (every 64th call) and wait(); nothing allocates.
+inline void post_probe(peer_state& p) {
+  domain_state& d = *p.dom;
+  ibv_sge sge{reinterpret_cast<std::uintptr_t>(d.scratch_word()), 8, d.scratch_mr->lkey};
+  ibv_send_wr wr{};
+  wr.wr_id = make_wr_id(wr_kind::rc_send, p.ring.next_seq());
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_READ;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = p.remote.flush_addr;
+  wr.wr.rdma.rkey = p.remote.flush_rkey;
+  sq_entry& e = p.ring.staged(0);
+  e = {};
+  e.op = opcode::flush;
+  e.internal = true;
+  ibv_send_wr* bad = nullptr;
+  if (ibv_post_send(p.qp, &wr, &bad) != 0) return;  // tried again next round
+  p.ring.commit(1);
+  ++d.probes_in_flight;
+}
+
+inline void probe_idle_peers(domain_state& d) {
+  if (d.opts.probe_ms == 0 || d.posted_recvs == 0) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (now < d.next_probe) return;
+  d.next_probe = now + std::chrono::milliseconds(d.opts.probe_ms);
+  for (peer_state* p : d.peers) {
+    if (d.probes_in_flight >= max_probes) break;
+    if (p->connected && !p->failed && p->recv_head != p->recv_tail && p->ring.empty()) post_probe(*p);
+  }
 }
 
 inline status post_ops(peer_state& p, std::span<const operation> ops, std::size_t& posted) {

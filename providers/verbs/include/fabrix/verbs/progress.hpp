@@ -108,6 +108,9 @@ inline void deliver_message(peer_state& p, const std::byte* data, std::uint64_t 
     return;
   }
   const recv_wanted w = p.recvs[p.recv_tail++ % p.recv_capacity];
+  --d.posted_recvs;
+  // Longer than the buffer: truncated, bytes = the buffer's length, which
+  // holds the message's first bytes.
   const std::uint64_t n = std::min(len, w.length);
   if (n) std::memcpy(w.address, data, n);
   completion c{};
@@ -116,6 +119,7 @@ inline void deliver_message(peer_state& p, const std::byte* data, std::uint64_t 
   c.op = opcode::recv;
   c.bytes = n;
   c.status = len > w.length ? status::truncated : status::ok;
+  c.peer = p.peer_id;
   d.ring.push(c);
 }
 
@@ -124,11 +128,13 @@ inline void deliver_message(peer_state& p, const std::byte* data, std::uint64_t 
 inline void fail_waiting_recvs(domain_state& d, peer_state& p, status s) {
   while (p.recv_tail != p.recv_head) {
     const recv_wanted w = p.recvs[p.recv_tail++ % p.recv_capacity];
+    --d.posted_recvs;
     completion c{};
     c.token = w.token;
     c.flags = w.flags;
     c.op = opcode::recv;
     c.status = s;
+    c.peer = p.peer_id;
     d.ring.push(c);
   }
 }
@@ -145,7 +151,12 @@ inline void on_send_completion(domain_state& d, const ibv_wc& wc) {
   if (it == d.by_qpn.end()) return;  // its endpoint is gone
   peer_state& p = *it->second;
   if (wc.status != IBV_WC_SUCCESS) mark_failed(p, wc.status);
+  std::uint32_t probes = 0;
   const std::uint32_t n = p.ring.retire_through(index_of(wc.wr_id), [&](const sq_entry& e, bool last) {
+    if (e.internal) {  // a liveness probe: its failure failed the queue pair above, nothing else to say
+      ++probes;
+      return;
+    }
     completion c{};
     c.token = e.token;
     c.bytes = e.bytes;
@@ -160,7 +171,12 @@ inline void on_send_completion(domain_state& d, const ibv_wc& wc) {
     }
     d.ring.push(c);
   });
-  d.credits.give(n);
+  d.credits.give(n - probes);
+  d.probes_in_flight -= probes;
+  // A failed queue pair is in the error state (a dead peer: retries
+  // exhausted; or any other error): no message can arrive on it any more,
+  // so the recv()s waiting on it end now, after what it retired above.
+  if (p.failed && p.recv_tail != p.recv_head) fail_waiting_recvs(d, p, status::peer_unreachable);
 }
 
 inline void on_srq_completion(domain_state& d, const ibv_wc& wc) {
@@ -171,6 +187,9 @@ inline void on_srq_completion(domain_state& d, const ibv_wc& wc) {
       c.op = opcode::remote_write_imm;
       c.imm = be32toh(wc.imm_data);
       c.bytes = wc.byte_len;
+      // The SRQ's completion names the local queue pair it arrived on.
+      const auto it = d.by_qpn.find(wc.qp_num);
+      c.peer = it != d.by_qpn.end() ? it->second->peer_id : 0;
       d.ring.push(c);
     } else if (wc.opcode == IBV_WC_RECV) {
       const auto it = d.by_qpn.find(wc.qp_num);

@@ -17,6 +17,7 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <deque>
@@ -38,6 +39,7 @@ inline constexpr std::uint64_t index_of(std::uint64_t wr_id) noexcept { return w
 inline constexpr std::uint32_t ud_slots = 16;         // handshake datagrams in flight, each way
 inline constexpr std::uint32_t ud_slot_size = 128;    // 40-byte GRH + a hello, rounded
 inline constexpr std::uint32_t ud_qkey = 0x46425856;  // "FBXV"
+inline constexpr std::uint32_t max_probes = 64;       // liveness probes in flight per domain (post.hpp)
 
 struct free_deleter {
   void operator()(void* p) const noexcept { std::free(p); }
@@ -85,7 +87,7 @@ struct peer_state {
   std::uint32_t max_sge = 1;
   std::uint32_t max_inline = 0;
 
-  std::unique_ptr<recv_wanted[]> recvs;  // FIFO of user recv()s
+  std::unique_ptr<recv_wanted[]> recvs;  // FIFO of user recv()s (domain_state::posted_recvs counts them)
   std::uint32_t recv_capacity = 0;
   std::uint64_t recv_head = 0, recv_tail = 0;
   std::deque<std::vector<std::byte>> unexpected;  // messages that arrived before a recv() (slow path)
@@ -142,6 +144,17 @@ struct domain_state {
   std::uint64_t next_epoch = 1;
   fabrix::detail::completion_ring ring;
   cq_credits credits;
+  // User recv()s waiting on any queue pair, and their bound
+  // (domain_options::max_posted_recvs). They wait in software, not on the
+  // CQ, so they take no CQ credits.
+  std::size_t posted_recvs = 0;
+  std::size_t max_posted_recvs = 0;
+  // Liveness probes (post.hpp): in flight (their CQ entries are reserved
+  // apart from the credits, at most max_probes), when the next round is due,
+  // and poll() calls since probes were last considered.
+  std::uint32_t probes_in_flight = 0;
+  std::chrono::steady_clock::time_point next_probe{};
+  std::uint32_t probe_tick = 0;
 
   std::unordered_map<std::uint32_t, peer_state*> by_qpn;
   std::vector<peer_state*> peers;
@@ -162,8 +175,8 @@ struct domain_state {
   gpu_registration gpu = gpu_registration::none;  // probed at creation (device_memory.hpp)
   std::string gpu_why;                            // why none
 
-  domain_state(const options& o, std::size_t max_outstanding)
-      : opts(o), ring(max_outstanding), credits(max_outstanding) {}
+  domain_state(const options& o, std::size_t max_outstanding, std::size_t max_recvs)
+      : opts(o), ring(max_outstanding + max_recvs), credits(max_outstanding), max_posted_recvs(max_recvs) {}
   domain_state(const domain_state&) = delete;
   domain_state& operator=(const domain_state&) = delete;
   ~domain_state() {
