@@ -27,8 +27,9 @@ enum class [[nodiscard]] status : std::uint8_t {
   no_memory,
   provider_error,
   // The remote region was deregistered: its remote_buffer no longer grants
-  // anything. Operations through it complete with this status and change no
-  // byte at the target.
+  // anything. Operations through it complete with this status (verbs:
+  // access_denied, which is all the NIC reports) and change no byte at the
+  // target.
   stale_key,
 };
 // clang-format on
