@@ -43,11 +43,13 @@ inline void finish(domain_state& d, op_slot* op, status s, int native = 0) {
 // The peer is gone: later posts are refused, parked operations complete now,
 // and posted ones complete now too (libfabric may return them later; their
 // slots go back to the pool then).
-inline void fail_peer(domain_state& d, peer_state& p, int why) {
+// `why`: the FI_E* (positive) reported, the native code of the completions;
+// `s`: their status (by default what `why` maps to).
+inline void fail_peer(domain_state& d, peer_state& p, int why, status s) {
   if (p.failed) return;
   p.failed = true;
   p.failure = why;
-  const status s = to_status(why);
+  p.failure_status = s;
   while (op_slot* op = p.parked.pop_front()) finish(d, op, s, -why);
   for (op_slot* op = d.ops.begin(); op != d.ops.end(); ++op) {
     if (op->st != slot_state::posted || op->peer != &p) continue;
@@ -336,7 +338,9 @@ inline void on_error(domain_state& d) {
   const status s = error_status(d, err, p);
   if (op->c.op == opcode::recv && s == status::truncated) op->c.bytes = err.len;
   finish(d, op, s, -err.err);
-  if (p && s == status::peer_unreachable) fail_peer(d, *p, err.err);
+  // Every other operation to the peer says peer_unreachable too, whatever
+  // libfabric's code for this one (FI_ECANCELED for a flushed connection).
+  if (p && s == status::peer_unreachable) fail_peer(d, *p, err.err, status::peer_unreachable);
 }
 
 // Reads up to one batch of CQ entries. Returns how many it handled.
@@ -366,7 +370,7 @@ inline void check_liveness(domain_state& d) {
     for (int i = 0; !drained && i < 1024 && read_cq(d) != 0; ++i) {
     }
     drained = true;
-    fail_peer(d, *p, FI_ECONNRESET);
+    fail_peer(d, *p, FI_ECONNRESET, status::peer_unreachable);
   }
 }
 
@@ -405,7 +409,7 @@ inline void expire_operations(domain_state& d) {
     ++d.expired_operations;
     d.last_error = "no completion within " + std::to_string(d.op_timeout.count()) +
                    " ms (FABRIX_OFI_OP_TIMEOUT_MS): the target dropped the operation or stopped progressing";
-    fail_peer(d, *op->peer, FI_ETIMEDOUT);
+    fail_peer(d, *op->peer, FI_ETIMEDOUT, status::timed_out);
   }
 }
 
@@ -426,9 +430,9 @@ inline void resolve_stale(domain_state& d, std::chrono::steady_clock::time_point
       continue;
     }
     if (!p->failed && (!peer_domain_open(*p) || (p->watched && fabrix::detail::process_gone(p->identity))))
-      fail_peer(d, *p, FI_ECONNRESET);
+      fail_peer(d, *p, FI_ECONNRESET, status::peer_unreachable);
     if (p->failed)
-      finish(d, op, to_status(p->failure), -p->failure);
+      finish(d, op, p->failure_status, -p->failure);
     else
       finish(d, op, status::stale_key);
   }

@@ -248,8 +248,9 @@ struct peer_state {
   fabrix::detail::process_identity identity;
   bool watched = false;  // on this node: fabrix checks the process itself
   bool failed = false;
-  int failure = 0;             // FI_E* (positive) that failed it
-  std::uint32_t inflight = 0;  // posted, not yet completed (recvs excluded)
+  int failure = 0;                     // FI_E* (positive) that failed it
+  status failure_status = status::ok;  // what its operations complete with since
+  std::uint32_t inflight = 0;          // posted, not yet completed (recvs excluded)
   op_list parked;
   std::vector<verified_region> regions;  // verified once per remote region
   key_table_map peer_keys;               // the peer's key table, when it is on this node
