@@ -219,6 +219,9 @@ class domain_impl {
 
   // The provider's own names and bits, for tests and tools.
   std::string provider_name() const { return d_->info->fabric_attr->prov_name; }
+  // The libfabric domain in use ("eth0", "lo", "shm", ...): what
+  // domain_options::device selects.
+  std::string domain_name() const { return d_->info->domain_attr->name ? d_->info->domain_attr->name : ""; }
   std::uint64_t mr_mode() const noexcept { return d_->mr_mode; }
   int wait_fd() const noexcept { return d_->wait_fd; }
   // Text of the latest error completion (fi_strerror + fi_cq_strerror).

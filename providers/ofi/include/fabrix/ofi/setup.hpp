@@ -125,7 +125,8 @@ inline unexpected no_such_device(const domain_options& opts, fi_info* list) {
                     (exists ? "is a network interface here, but libfabric provider" : "does not exist; provider") +
                     " '" + (opts.transport.empty() ? std::string("(any)") : opts.transport) + "' offers " +
                     (offered.empty() ? std::string("no domain") : offered);
-  if (exists && opts.device == "lo") why += " (tcp: set FI_TCP_IFACE=lo before the first domain to use loopback)";
+  if (exists && opts.device == "lo" && (opts.transport.empty() || opts.transport.find("tcp") != std::string::npos))
+    why += " (tcp: set FI_TCP_IFACE=lo before the first domain to use loopback)";
   return unexpected(exists ? status::unsupported : status::invalid_argument, why, "ofi");
 }
 
