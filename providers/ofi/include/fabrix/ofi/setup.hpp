@@ -16,6 +16,7 @@
 // FI_MR_MMU_NOTIFY, FI_MR_RMA_EVENT, FI_RX_CQ_DATA mode) are not offered.
 #pragma once
 
+#include <fabrix/detail/little_endian.hpp>
 #include <fabrix/domain_options.hpp>
 #include <fabrix/ofi/progress.hpp>
 #include <fabrix/ofi/state.hpp>
@@ -177,6 +178,16 @@ inline result<fi_info*> find_provider(const domain_options& opts, bool& hmem, bo
   return chosen;
 }
 
+// The key fabrix asks for where the provider does not choose (no
+// FI_MR_PROV_KEY): SipHash of a counter under the domain's secret, so that
+// keys cannot be guessed from outside the job (tcp;ofi_rxm accepts RMA from
+// anyone who can connect to the endpoint and checks only key and range).
+inline std::uint64_t requested_key(domain_state& d) {
+  std::byte counter[8];
+  fabrix::detail::store_le<std::uint64_t>(counter, d.next_key++);
+  return fabrix::detail::siphash24(d.secret, std::span<const std::byte>(counter, sizeof(counter)));
+}
+
 // Registers [addr, addr+len) with `access`, honouring the provider's mode
 // bits (requested keys unless FI_MR_PROV_KEY; bind + enable under FI_MR_ENDPOINT).
 // `cuda_device` >= 0: the range is memory of that CUDA device (FI_HMEM_CUDA).
@@ -187,11 +198,15 @@ inline result<fid_mr*> register_range(domain_state& d, void* addr, std::size_t l
   attr.mr_iov = &iov;
   attr.iov_count = 1;
   attr.access = access;
-  attr.requested_key = (d.mr_mode & FI_MR_PROV_KEY) ? 0 : d.next_key++;
   attr.iface = cuda_device >= 0 ? FI_HMEM_CUDA : FI_HMEM_SYSTEM;
   if (cuda_device >= 0) attr.device.cuda = cuda_device;
   fid_mr* mr = nullptr;
-  if (int ret = fi_mr_regattr(d.domain, &attr, 0, &mr); ret != 0) return fail(ret, "fi_mr_regattr");
+  for (int attempt = 0;; ++attempt) {
+    attr.requested_key = (d.mr_mode & FI_MR_PROV_KEY) ? 0 : requested_key(d);
+    const int ret = fi_mr_regattr(d.domain, &attr, 0, &mr);
+    if (ret == 0) break;
+    if (ret != -FI_ENOKEY || attempt == 3) return fail(ret, "fi_mr_regattr");  // ENOKEY: the key is taken
+  }
   if (d.mr_mode & FI_MR_ENDPOINT) {
     int ret = fi_mr_bind(mr, &d.ep->fid, 0);
     if (ret == 0) ret = fi_mr_enable(mr);

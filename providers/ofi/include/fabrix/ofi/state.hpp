@@ -128,7 +128,7 @@ struct domain_state {
   std::uint64_t nonce = 0;            // random: names this domain in remote_buffers and tags its sends
   fabrix::detail::seal_key secret{};  // random: seals our remote_buffers; given to connected peers
   std::uint64_t next_epoch = 1;
-  std::uint64_t next_key = 1;  // requested keys, when the provider does not choose them (no FI_MR_PROV_KEY)
+  std::uint64_t next_key = 1;  // counter behind requested keys (no FI_MR_PROV_KEY): see requested_key() in setup.hpp
 
   fabrix::detail::completion_ring ring;
   // One pool for every operation; receives and the rest have their own
