@@ -5,11 +5,16 @@
 // must reject them: not one byte of the target's buffer — inside the region
 // or in the guard bytes around it — changes, and the initiator gets an error
 // completion within a bounded time.
-//   tcp;ofi_rxm: the provider answers with an error (canceled / ENOENT).
+//   tcp;ofi_rxm: the target drops the connection; the initiator's operation
+//        completes peer_unreachable (the provider's FI_ECANCELED for a
+//        flushed connection) and the peer is failed.
 //   shm: libfabric 1.17 drops such a write at the target and never completes
 //        it; fabrix's operation timeout (FABRIX_OFI_OP_TIMEOUT_MS, set short
 //        by meson.build) turns it into timed_out and fails the peer, so a
 //        later post to it is refused too.
+// Further below: a forged but sealed remote_buffer read past the end (a
+// malicious member of the job), domain_options::device, and many queue
+// pairs over a domain's lifetime.
 // FABRIX_TEST_TRANSPORT names the libfabric provider ("tcp;ofi_rxm", "shm").
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include "harness.hpp"
@@ -123,4 +128,124 @@ TEST_CASE("ofi: FABRIX_OFI_OP_TIMEOUT_MS is read strictly") {
     ::setenv("FABRIX_OFI_OP_TIMEOUT_MS", saved.c_str(), 1);
   else
     ::unsetenv("FABRIX_OFI_OP_TIMEOUT_MS");
+}
+
+// Item 7 of the hardening issue: a malicious member of the job knows every
+// peer's seal secret (it travels in the address blobs of the allgather), so
+// it can seal a remote_buffer that claims more than the region. fabrix's
+// own checks then pass; the target's provider must refuse. shm 1.17 used to
+// read the target's memory itself for such a read (its "fast RMA", no key
+// or range check) and returned the bytes next to the region.
+TEST_CASE("ofi: a read past the end through a forged, correctly sealed remote_buffer returns no byte of the target") {
+  fxt::run_ranks(2, [](int rank, fabrix::bootstrap& boot) {
+    auto dom = fxt::must(fabrix::ofi::domain::create(fxt::test_options()), "ofi domain");
+    auto qps = fxt::must(fabrix::connect_all(dom, boot), "connect_all");
+    auto blobs = fxt::must(boot.allgather(fxt::must(dom.address(), "address")), "allgather");
+    std::vector<std::byte> buf(guard + region_size + guard), dst(64);
+    std::memset(buf.data(), 0xab, buf.size());  // the target's neighbouring bytes
+    auto mt = fxt::must(dom.register_memory(buf.data() + guard, region_size, {}, access::all_remote), "register");
+    auto md = fxt::must(dom.register_memory(dst, access::local), "register dst");
+    auto peers = fxt::must(fabrix::exchange(boot, mt.remote()), "exchange");
+    if (rank == 0) {
+      const auto victim = fabrix::ofi::detail::parse_address(blobs[1]);
+      FX_CHECK(victim.has_value());
+      fabrix::remote_buffer forged = peers[1];
+      forged.length = region_size + guard;
+      forged.seal = forged.compute_seal(victim->secret);
+      FX_CHECK_STATUS(qps[1].read(md.slice(0, 64), forged.slice(region_size, 64), 7), status::ok);
+      const auto deadline = std::chrono::steady_clock::now() + dom.native().op_timeout() + std::chrono::seconds(2);
+      fabrix::completion c[8];
+      bool done = false;
+      while (!done && std::chrono::steady_clock::now() < deadline) {
+        const std::size_t n = dom.poll(c);
+        for (std::size_t i = 0; i < n; ++i) {
+          if (c[i].token != 7) continue;
+          std::printf("forged read: %s (native %d): %s\n", std::string(fabrix::to_string(c[i].status)).c_str(),
+                      c[i].native_code, dom.native().last_error().c_str());
+          FX_CHECK(fabrix::is_error(c[i].status));
+          FX_CHECK(c[i].bytes == 0);
+          done = true;
+        }
+      }
+      FX_CHECK(done);
+      for (std::byte b : dst) FX_CHECK(b == std::byte{0});  // not one neighbouring byte came back
+    } else {
+      fabrix::completion c[8];
+      const auto until = std::chrono::steady_clock::now() + dom.native().op_timeout() + std::chrono::seconds(3);
+      while (std::chrono::steady_clock::now() < until) (void)dom.poll(c);
+    }
+    FX_CHECK(boot.barrier().has_value());
+  });
+}
+
+// Item 12: domain_options::device names a libfabric domain; one that
+// libfabric does not offer is refused, naming it and what is offered.
+TEST_CASE("ofi: domain_options::device selects a libfabric domain and refuses one it does not offer") {
+  fxt::run_ranks(1, [](int, fabrix::bootstrap&) {
+    auto any = fxt::must(fabrix::ofi::domain::create(fxt::test_options()), "ofi domain");
+    const std::string offered = any.native().domain_name();
+    std::printf("default domain: %s\n", offered.c_str());
+    fabrix::domain_options o = fxt::test_options();
+    o.device = offered;
+    auto same = fxt::must(fabrix::ofi::domain::create(o), "ofi domain on the offered device");
+    FX_CHECK(same.native().domain_name() == offered);
+
+    o.device = "nonexistent0";
+    auto bad = fabrix::ofi::domain::create(o);
+    FX_CHECK(!bad.has_value());
+    if (!bad.has_value()) {
+      std::printf("nonexistent0: %s\n", bad.error().describe().c_str());
+      FX_CHECK(bad.code() == status::invalid_argument);
+      FX_CHECK(bad.error().message.find("nonexistent0") != std::string::npos);
+      FX_CHECK(bad.error().message.find(offered) != std::string::npos);  // what exists is listed
+    }
+    // The loopback interface exists on every host; libfabric's tcp offers it
+    // only where FI_TCP_IFACE names it (or nothing else is up). Either way,
+    // never a domain on another device.
+    o.device = "lo";
+    auto lo = fabrix::ofi::domain::create(o);
+    if (lo.has_value()) {
+      FX_CHECK(lo->native().domain_name() == "lo");
+    } else {
+      std::printf("lo: %s\n", lo.error().describe().c_str());
+      FX_CHECK(lo.code() == status::unsupported);
+      FX_CHECK(lo.error().message.find("'lo'") != std::string::npos);
+    }
+  });
+}
+
+// Item 9: queue pairs come and go in a long-lived domain. shm 1.17 holds 256
+// peers in an address vector, and fabrix never removed one, so the 257th
+// connect failed even with only one queue pair open.
+TEST_CASE("ofi: a domain connects and closes 300 queue pairs to one peer, each usable") {
+  fxt::run_ranks(1, [](int, fabrix::bootstrap&) {
+    auto a = fxt::must(fabrix::ofi::domain::create(fxt::test_options()), "ofi domain a");
+    auto b = fxt::must(fabrix::ofi::domain::create(fxt::test_options()), "ofi domain b");
+    std::vector<std::byte> target(8), src(8);
+    auto mt = fxt::must(b.register_memory(target, access::all_remote), "register target");
+    auto ms = fxt::must(a.register_memory(src, access::local), "register src");
+    const auto where = fxt::must(b.address(), "address");
+    fabrix::completion c[8];
+    for (std::uint64_t i = 1; i <= 300; ++i) {
+      auto qp = a.connect(where);
+      if (!qp) fxt::rank_fail("connect", __FILE__, __LINE__, "#" + std::to_string(i) + ": " + qp.error().describe());
+      std::memcpy(src.data(), &i, 8);
+      FX_CHECK_STATUS(qp->write(ms.whole(), mt.remote().slice(0, 8), i), status::ok);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      bool done = false;
+      while (!done) {
+        FX_CHECK(std::chrono::steady_clock::now() < deadline);
+        (void)b.poll(c);  // the target progresses the write
+        const std::size_t n = a.poll(c);
+        for (std::size_t k = 0; k < n; ++k) {
+          FX_CHECK(c[k].token == i);
+          FX_CHECK_STATUS(c[k].status, status::ok);
+          done = true;
+        }
+      }
+      std::uint64_t got = 0;
+      std::memcpy(&got, target.data(), 8);
+      FX_CHECK(got == i);
+    }
+  });
 }

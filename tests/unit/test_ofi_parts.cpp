@@ -10,22 +10,23 @@
 namespace od = fabrix::ofi::detail;
 using fabrix::status;
 
-TEST_CASE("ofi key bytes: round trip, every truncation, bad version and flags") {
+TEST_CASE("ofi key bytes: round trip (key, addressing, slot), every truncation, bad version and flags") {
   for (const bool virt : {false, true}) {
-    const od::remote_key k{0x0102030405060708ull, virt};
+    const od::remote_key k{0x0102030405060708ull, virt, 0x0a0b0c0du};
     std::array<std::byte, od::key_blob_size> blob{};
     od::encode_key(k, blob);
     const auto back = od::decode_key(blob);
     REQUIRE(back.has_value());
     CHECK(back->key == k.key);
     CHECK(back->virt_addr == virt);
+    CHECK(back->slot == k.slot);  // the region's entry in its domain's key table
     CHECK(back->target(0x10000, 16) == (virt ? 0x10010u : 16u));
     for (std::size_t n = 0; n < blob.size(); ++n) CHECK_FALSE(od::decode_key(std::span(blob).first(n)).has_value());
     std::array<std::byte, od::key_blob_size + 1> longer{};
     std::memcpy(longer.data(), blob.data(), blob.size());
     CHECK_FALSE(od::decode_key(longer).has_value());
     auto bad = blob;
-    bad[0] = std::byte{2};  // another version
+    bad[0] = std::byte{1};  // another version (1: before the key-table slot)
     CHECK_FALSE(od::decode_key(bad).has_value());
     bad = blob;
     bad[1] = std::byte{0x80};  // unknown flag

@@ -64,16 +64,23 @@ class domain_impl {
  public:
   static result<domain_impl> create(const domain_options& opts) {
     if (opts.max_outstanding == 0) return unexpected(status::invalid_argument, "max_outstanding must be > 0", "ofi");
-    bool hmem = false;
-    auto info = detail::find_provider(opts, hmem);
+    if (opts.max_posted_recvs == 0) return unexpected(status::invalid_argument, "max_posted_recvs must be > 0", "ofi");
+    bool hmem = false, source = false;
+    auto info = detail::find_provider(opts, hmem, source);
     if (!info) return unexpected(std::move(info).error());
-    auto d = std::make_unique<detail::domain_state>(opts.max_outstanding);
+    auto d = std::make_unique<detail::domain_state>(opts.max_outstanding, opts.max_posted_recvs);
     d->info = *info;
     d->hmem = hmem;
+    d->source = source;
     std::random_device rd;
     d->nonce = ((static_cast<std::uint64_t>(rd()) << 32) ^ rd()) & ~detail::notify_tag_bit;
     for (auto& b : d->secret) b = static_cast<std::uint8_t>(rd());
-    if (auto r = detail::open_objects(*d, opts.max_outstanding); !r) return unexpected(r.error());
+    // Our key table (key_table.hpp), after removing those of processes gone.
+    detail::remove_stale_shm_regions();
+    d->keys.name = detail::key_table_name(d->self.pid, d->nonce);
+    d->keys.map = detail::key_table_map::open(d->keys.name, true);
+    d->keys.opened();
+    if (auto r = detail::open_objects(*d); !r) return unexpected(r.error());
     return domain_impl(std::move(d));
   }
 
@@ -109,10 +116,10 @@ class domain_impl {
     rb.owner = d_->nonce;
     rb.epoch = d_->next_epoch++;
     rb.key_size = static_cast<std::uint16_t>(detail::key_blob_size);
-    const detail::remote_key key{fi_mr_key(*mr), (d_->mr_mode & FI_MR_VIRT_ADDR) != 0};
+    const detail::remote_key key{fi_mr_key(*mr), (d_->mr_mode & FI_MR_VIRT_ADDR) != 0, d_->keys.take(rb.epoch)};
     detail::encode_key(key, std::span<std::byte, detail::key_blob_size>(rb.key.data(), detail::key_blob_size));
     rb.seal = rb.compute_seal(d_->secret);
-    return region_impl(*mr, rb);
+    return region_impl(*mr, rb, d_.get(), key.slot);
   }
 
   std::size_t poll(std::span<completion> out) {
@@ -169,8 +176,21 @@ class domain_impl {
     p->peer_secret = peer->secret;
     p->identity = peer->process;
     p->watched = peer->process.node == d_->self.node;
-    const int n = fi_av_insert(d_->av, peer->name.data(), 1, &p->addr, 0, nullptr);
-    if (n != 1) return detail::fail(n < 0 ? n : -FI_EINVAL, "fi_av_insert of the peer's address");
+    p->name.assign(peer->name.begin(), peer->name.end());
+    // One address-vector entry per peer address, shared by the queue pairs
+    // to it and removed with the last of them (endpoint.hpp): shm 1.17
+    // forgets an address at its first fi_av_remove, whatever the count.
+    const detail::peer_state* same = nullptr;
+    for (const detail::peer_state* q : d_->peers)
+      if (q->name == p->name) same = q;
+    if (same) {
+      p->addr = same->addr;
+    } else {
+      const int n = fi_av_insert(d_->av, peer->name.data(), 1, &p->addr, 0, nullptr);
+      if (n != 1) return detail::fail(n < 0 ? n : -FI_EINVAL, "fi_av_insert of the peer's address");
+    }
+    if (p->watched)
+      p->peer_keys = detail::key_table_map::open(detail::key_table_name(p->identity.pid, p->nonce), false);
     d_->peers.push_back(p.get());
     return endpoint_impl(std::move(p));
   }
@@ -199,6 +219,9 @@ class domain_impl {
 
   // The provider's own names and bits, for tests and tools.
   std::string provider_name() const { return d_->info->fabric_attr->prov_name; }
+  // The libfabric domain in use ("eth0", "lo", "shm", ...): what
+  // domain_options::device selects.
+  std::string domain_name() const { return d_->info->domain_attr->name ? d_->info->domain_attr->name : ""; }
   std::uint64_t mr_mode() const noexcept { return d_->mr_mode; }
   int wait_fd() const noexcept { return d_->wait_fd; }
   // Text of the latest error completion (fi_strerror + fi_cq_strerror).

@@ -6,7 +6,8 @@
 // operations complete with errors, later posts return peer_unreachable.
 // Destroying the endpoint cancels its posted receives (their completions say
 // canceled) and completes its parked operations as canceled; operations
-// already handed to libfabric still complete, without a peer.
+// already handed to libfabric still complete, without a peer. The peer's
+// address-vector entry is removed with the last queue pair to it.
 #pragma once
 
 #include <fabrix/local_slice.hpp>
@@ -48,7 +49,7 @@ class endpoint_impl {
   status post_unchecked_write(const local_slice& src, std::uint64_t target, std::uint64_t key, std::uint64_t token) {
     detail::domain_state& d = *p_->dom;
     if (p_->failed) return status::peer_unreachable;
-    detail::op_slot* op = d.ops.take();
+    detail::op_slot* op = detail::take_slot(d, false);
     if (op == nullptr) return status::again;
     const operation o = op::write(src, remote_slice{}, token);
     detail::fill_slot(d, *p_, op, o, nullptr);
@@ -63,13 +64,25 @@ class endpoint_impl {
     detail::peer_state& p = *p_;
     detail::domain_state& d = *p.dom;
     while (detail::op_slot* op = p.parked.pop_front()) detail::finish(d, op, status::canceled);
+    bool in_flight = false;  // operations libfabric still holds, other than receives
     for (detail::op_slot* op = d.ops.begin(); op != d.ops.end(); ++op) {
       if (op->peer != &p || op->st == detail::slot_state::free) continue;
-      if (op->st == detail::slot_state::posted && op->c.op == opcode::recv) fi_cancel(&d.ep->fid, &op->ctx);
+      if (op->st == detail::slot_state::posted && op->c.op == opcode::recv)
+        fi_cancel(&d.ep->fid, &op->ctx);
+      else if (op->st != detail::slot_state::parked)  // parked: a stale-key operation (post.hpp)
+        in_flight = true;
       op->peer = nullptr;
       op->counted = false;
     }
     std::erase(d.peers, &p);
+    // The address-vector entry goes with the last queue pair to its address
+    // (a domain's address vector is bounded: shm 1.17 holds 256 peers), but
+    // not while an operation to it is still in libfabric's hands: shm would
+    // progress it against a peer region it has just unmapped. Such an entry
+    // stays until the domain closes.
+    const bool shared =
+        std::any_of(d.peers.begin(), d.peers.end(), [&](const detail::peer_state* q) { return q->addr == p.addr; });
+    if (!shared && !in_flight && p.addr != FI_ADDR_UNSPEC) (void)fi_av_remove(d.av, &p.addr, 1, 0);
     p_.reset();
   }
 

@@ -48,6 +48,24 @@ inline const remote_key* key_for(peer_state& p, const remote_buffer& rb) {
   return &p.regions.back().key;
 }
 
+// Whether the peer's key table says the region of `key` (registered with
+// `epoch`) is gone. One acquire load; false when the peer's table is not
+// mapped (another node) or the region has no slot.
+inline bool key_is_stale(const peer_state& p, const remote_key& key, std::uint64_t epoch) noexcept {
+  return p.peer_keys.mapped() && key.slot != 0 && key.slot < key_table_slots && p.peer_keys.load(key.slot) != epoch;
+}
+
+// An operation through a dead key waits (in domain_state::stale, never in
+// libfabric) for one liveness period before it completes: a peer that
+// leaves deregisters its regions first and closes its domain right after,
+// and its peers' operations must then say peer_unreachable, not stale_key
+// (resolve_stale in progress.hpp).
+inline void hold_stale(domain_state& d, op_slot* op) {
+  op->st = slot_state::parked;
+  op->due = std::chrono::steady_clock::now() + domain_state::stale_verdict_delay;
+  d.stale.push_back(op);
+}
+
 // Fills a slot from `o`. `key` is null for operations without a remote side.
 inline void fill_slot(domain_state& d, peer_state& p, op_slot* op, const operation& o, const remote_key* key) {
   op->peer = &p;
@@ -55,6 +73,7 @@ inline void fill_slot(domain_state& d, peer_state& p, op_slot* op, const operati
   op->c.op = o.code;
   op->c.flags = o.flags;
   op->c.imm = o.imm;
+  op->c.peer = o.code == opcode::recv ? p.peer_id : 0;  // its tag names the sender: this queue pair's peer
   op->c.bytes = o.code == opcode::flush ? 0 : o.local_bytes();
   op->iov_count = 0;
   if (o.code != opcode::flush) {
@@ -69,10 +88,10 @@ inline void fill_slot(domain_state& d, peer_state& p, op_slot* op, const operati
     op->rkey = key->key;
   }
   const std::size_t i = d.index_of(op);
-  if (o.code == opcode::fetch_add) d.operands[2 * i] = o.operand;
+  if (o.code == opcode::fetch_add) d.operands[operand_words * i] = o.operand;
   if (o.code == opcode::compare_swap) {
-    d.operands[2 * i] = o.operand;      // the value to swap in
-    d.operands[2 * i + 1] = o.compare;  // the expected value
+    d.operands[operand_words * i] = o.operand;      // the value to swap in
+    d.operands[operand_words * i + 1] = o.compare;  // the expected value
   }
 }
 
@@ -97,7 +116,7 @@ inline status post_slot(peer_state& p, op_slot* op) {
     p.parked.push_back(op);
     return status::ok;
   }
-  if (s != status::ok) d.ops.give_back(op);
+  if (s != status::ok) release_slot(d, op);
   return s;
 }
 
@@ -110,9 +129,15 @@ inline status post_one(peer_state& p, const operation& o) {
     key = key_for(p, *o.remote.buffer);
     if (key == nullptr) return status::invalid_argument;
   }
-  op_slot* op = d.ops.take();
+  op_slot* op = take_slot(d, o.code == opcode::recv);
   if (op == nullptr) return status::again;
   fill_slot(d, p, op, o, key);
+  // The target deregistered the region (its key table says so, key_table.hpp):
+  // nothing goes to libfabric, which would drop (shm) or disconnect (tcp).
+  if (key && key_is_stale(p, *key, o.remote.buffer->epoch)) {
+    hold_stale(d, op);
+    return status::ok;
+  }
   return post_slot(p, op);
 }
 

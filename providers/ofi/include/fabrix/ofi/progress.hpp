@@ -37,17 +37,19 @@ inline void finish(domain_state& d, op_slot* op, status s, int native = 0) {
   op->c.native_code = native;
   if (s != status::ok && !(op->c.op == opcode::recv && s == status::truncated)) op->c.bytes = 0;
   d.ring.push(op->c);
-  d.ops.give_back(op);
+  release_slot(d, op);
 }
 
 // The peer is gone: later posts are refused, parked operations complete now,
 // and posted ones complete now too (libfabric may return them later; their
 // slots go back to the pool then).
-inline void fail_peer(domain_state& d, peer_state& p, int why) {
+// `why`: the FI_E* (positive) reported, the native code of the completions;
+// `s`: their status (by default what `why` maps to).
+inline void fail_peer(domain_state& d, peer_state& p, int why, status s) {
   if (p.failed) return;
   p.failed = true;
   p.failure = why;
-  const status s = to_status(why);
+  p.failure_status = s;
   while (op_slot* op = p.parked.pop_front()) finish(d, op, s, -why);
   for (op_slot* op = d.ops.begin(); op != d.ops.end(); ++op) {
     if (op->st != slot_state::posted || op->peer != &p) continue;
@@ -87,9 +89,11 @@ inline ssize_t submit(domain_state& d, op_slot* op) {
       msg.context = ctx;
       if (op->c.op == opcode::read) return fi_readmsg(d.ep, &msg, FI_COMPLETION);
       if (notify_only && d.notify_by_message) {  // {imm, length} as a tagged message
-        d.operands[2 * i] = op->c.imm;
-        d.operands[2 * i + 1] = op->c.bytes;
-        return fi_tsend(d.ep, &d.operands[2 * i], 2 * sizeof(std::uint64_t), d.operand_desc, p.addr, notify_tag_bit,
+        std::uint64_t* msg_words = &d.operands[operand_words * i];
+        msg_words[0] = op->c.imm;
+        msg_words[1] = op->c.bytes;
+        msg_words[2] = d.nonce;  // names the sender: completion::peer at the target
+        return fi_tsend(d.ep, msg_words, sizeof(domain_state::notify_rx::buf), d.operand_desc, p.addr, notify_tag_bit,
                         ctx);
       }
       std::uint64_t flags = FI_COMPLETION | (notify_only ? 0 : FI_DELIVERY_COMPLETE);
@@ -104,11 +108,12 @@ inline ssize_t submit(domain_state& d, op_slot* op) {
       return fi_writemsg(d.ep, &msg, flags);
     }
     case opcode::fetch_add:
-      return fi_fetch_atomic(d.ep, &d.operands[2 * i], 1, d.operand_desc, op->iov[0].iov_base, op->desc[0], p.addr,
-                             op->raddr, op->rkey, FI_UINT64, FI_SUM, ctx);
+      return fi_fetch_atomic(d.ep, &d.operands[operand_words * i], 1, d.operand_desc, op->iov[0].iov_base, op->desc[0],
+                             p.addr, op->raddr, op->rkey, FI_UINT64, FI_SUM, ctx);
     case opcode::compare_swap:
-      return fi_compare_atomic(d.ep, &d.operands[2 * i], 1, d.operand_desc, &d.operands[2 * i + 1], d.operand_desc,
-                               op->iov[0].iov_base, op->desc[0], p.addr, op->raddr, op->rkey, FI_UINT64, FI_CSWAP, ctx);
+      return fi_compare_atomic(d.ep, &d.operands[operand_words * i], 1, d.operand_desc,
+                               &d.operands[operand_words * i + 1], d.operand_desc, op->iov[0].iov_base, op->desc[0],
+                               p.addr, op->raddr, op->rkey, FI_UINT64, FI_CSWAP, ctx);
     case opcode::send: {
       fi_msg_tagged msg{};
       msg.msg_iov = op->iov;
@@ -146,6 +151,14 @@ inline ssize_t submit(domain_state& d, op_slot* op) {
 inline status start(domain_state& d, op_slot* op, int& native) {
   native = 0;
   if (op->c.op == opcode::flush) {  // nothing earlier is in flight: everything is delivered
+    finish(d, op, status::ok);
+    return status::ok;
+  }
+  // A zero-length write or read moves nothing: it completes here, ok with
+  // bytes 0, on every provider (shm 1.17 never completes a zero-length
+  // FI_DELIVERY_COMPLETE write). Its range and key were checked like any
+  // other's; a write_with_imm of zero bytes still carries its value.
+  if ((op->c.op == opcode::write || op->c.op == opcode::read) && op->c.bytes == 0) {
     finish(d, op, status::ok);
     return status::ok;
   }
@@ -196,6 +209,24 @@ inline domain_state::notify_rx* notify_rx_of(domain_state& d, void* context) noe
   return at >= lo && at < hi ? &d.notify_rxs[(at - lo) / sizeof(domain_state::notify_rx)] : nullptr;
 }
 
+// completion::peer of what arrived from libfabric address `src`: the peer
+// id of the first queue pair to that address (0 when unknown: no FI_SOURCE,
+// or no queue pair to the sender). A linear walk over the connected peers,
+// paid by notifications only.
+inline std::uint32_t peer_id_of(const domain_state& d, fi_addr_t src) noexcept {
+  if (src == FI_ADDR_NOTAVAIL || src == FI_ADDR_UNSPEC) return 0;
+  for (const peer_state* p : d.peers)
+    if (p->addr == src) return p->peer_id;
+  return 0;
+}
+
+// completion::peer of a notification message from the domain `nonce`.
+inline std::uint32_t peer_id_of_nonce(const domain_state& d, std::uint64_t nonce) noexcept {
+  for (const peer_state* p : d.peers)
+    if (p->nonce == nonce) return p->peer_id;
+  return 0;
+}
+
 // A peer's notification message landed: a remote_write_imm; the receive is
 // posted again at once. (Reposting can only fail if the endpoint is broken;
 // then fewer receives remain and the rest wait as unexpected messages.)
@@ -205,6 +236,7 @@ inline void on_notify_message(domain_state& d, domain_state::notify_rx& r, std::
     c.op = opcode::remote_write_imm;
     c.imm = static_cast<std::uint32_t>(r.buf[0]);
     c.bytes = r.buf[1];
+    c.peer = peer_id_of_nonce(d, r.buf[2]);
     d.ring.push(c);
   } else {
     ++d.stray_errors;  // not a notification of ours: dropped
@@ -213,7 +245,7 @@ inline void on_notify_message(domain_state& d, domain_state::notify_rx& r, std::
 }
 
 // One CQ entry of a finished operation, or a peer's notification.
-inline void on_entry(domain_state& d, const fi_cq_data_entry& e) {
+inline void on_entry(domain_state& d, const fi_cq_data_entry& e, fi_addr_t src) {
   if (domain_state::notify_rx* r = notify_rx_of(d, e.op_context)) {
     on_notify_message(d, *r, e.len);
     return;
@@ -221,6 +253,7 @@ inline void on_entry(domain_state& d, const fi_cq_data_entry& e) {
   if (e.flags & FI_REMOTE_CQ_DATA) {
     completion c{};
     c.op = opcode::remote_write_imm;
+    c.peer = peer_id_of(d, src);
     c.imm = static_cast<std::uint32_t>(e.data);
     c.bytes = d.cq_data_carries_length ? (e.data >> 32) : e.len;
     d.ring.push(c);
@@ -232,7 +265,7 @@ inline void on_entry(domain_state& d, const fi_cq_data_entry& e) {
   }
   op_slot* op = slot_of(e.op_context);
   if (op->st == slot_state::abandoned) {
-    d.ops.give_back(op);
+    release_slot(d, op);
     return;
   }
   if (op->c.op == opcode::recv) {
@@ -266,6 +299,12 @@ inline void on_entry(domain_state& d, const fi_cq_data_entry& e) {
 inline status error_status(const domain_state& d, const fi_cq_err_entry& err, const peer_state* p) {
   const status s = to_status(err.err);
   if (s == status::peer_unreachable || s == status::truncated || s == status::access_denied) return s;
+  // Canceled, but not by us: fabrix cancels only the receives of a queue
+  // pair it closes, and those have no peer any more. So the provider flushed
+  // the operation because its connection broke — what tcp;ofi_rxm does to
+  // everything in flight when a peer dies (prov_errno is whatever errno was
+  // left, rarely ENOTCONN).
+  if (p && err.err == FI_ECANCELED) return status::peer_unreachable;
   if (d.errno_kind == prov_errno_kind::errno_value && to_status(err.prov_errno) == status::peer_unreachable)
     return status::peer_unreachable;
   if (d.errno_kind == prov_errno_kind::ibv_wc_status && ibv_status_means_peer_loss(err.prov_errno))
@@ -292,22 +331,26 @@ inline void on_error(domain_state& d) {
   }
   op_slot* op = slot_of(err.op_context);
   if (op->st == slot_state::abandoned) {
-    d.ops.give_back(op);
+    release_slot(d, op);
     return;
   }
   peer_state* p = op->peer;
   const status s = error_status(d, err, p);
   if (op->c.op == opcode::recv && s == status::truncated) op->c.bytes = err.len;
   finish(d, op, s, -err.err);
-  if (p && s == status::peer_unreachable) fail_peer(d, *p, err.err);
+  // Every other operation to the peer says peer_unreachable too, whatever
+  // libfabric's code for this one (FI_ECANCELED for a flushed connection).
+  if (p && s == status::peer_unreachable) fail_peer(d, *p, err.err, status::peer_unreachable);
 }
 
 // Reads up to one batch of CQ entries. Returns how many it handled.
+// With FI_SOURCE, fi_cq_readfrom also names each entry's sender.
 inline std::size_t read_cq(domain_state& d) {
   fi_cq_data_entry entries[32];
-  const ssize_t n = fi_cq_read(d.cq, entries, 32);
+  fi_addr_t src[32];
+  const ssize_t n = d.source ? fi_cq_readfrom(d.cq, entries, 32, src) : fi_cq_read(d.cq, entries, 32);
   if (n > 0) {
-    for (ssize_t i = 0; i < n; ++i) on_entry(d, entries[i]);
+    for (ssize_t i = 0; i < n; ++i) on_entry(d, entries[i], d.source ? src[i] : FI_ADDR_NOTAVAIL);
     return static_cast<std::size_t>(n);
   }
   if (n == -FI_EAVAIL) {
@@ -327,7 +370,7 @@ inline void check_liveness(domain_state& d) {
     for (int i = 0; !drained && i < 1024 && read_cq(d) != 0; ++i) {
     }
     drained = true;
-    fail_peer(d, *p, FI_ECONNRESET);
+    fail_peer(d, *p, FI_ECONNRESET, status::peer_unreachable);
   }
 }
 
@@ -366,12 +409,37 @@ inline void expire_operations(domain_state& d) {
     ++d.expired_operations;
     d.last_error = "no completion within " + std::to_string(d.op_timeout.count()) +
                    " ms (FABRIX_OFI_OP_TIMEOUT_MS): the target dropped the operation or stopped progressing";
-    fail_peer(d, *op->peer, FI_ETIMEDOUT);
+    fail_peer(d, *op->peer, FI_ETIMEDOUT, status::timed_out);
+  }
+}
+
+// Whether the peer's domain is still open, as its key table says.
+inline bool peer_domain_open(const peer_state& p) noexcept { return !p.peer_keys.mapped() || p.peer_keys.load(0) != 0; }
+
+// The verdict on operations through a peer's dead key, once they are due
+// (hold_stale in post.hpp): stale_key if the peer's domain is still open
+// and its process runs; otherwise the peer has left, and it fails as a
+// whole (peer_unreachable). A queue pair closed meanwhile: canceled.
+inline void resolve_stale(domain_state& d, std::chrono::steady_clock::time_point now) {
+  while (op_slot* op = d.stale.head) {
+    if (op->due > now) return;  // in order of due time
+    d.stale.pop_front();
+    peer_state* p = op->peer;
+    if (p == nullptr) {
+      finish(d, op, status::canceled);
+      continue;
+    }
+    if (!p->failed && (!peer_domain_open(*p) || (p->watched && fabrix::detail::process_gone(p->identity))))
+      fail_peer(d, *p, FI_ECONNRESET, status::peer_unreachable);
+    if (p->failed)
+      finish(d, op, p->failure_status, -p->failure);
+    else
+      finish(d, op, status::stale_key);
   }
 }
 
 // Throttled: about every 100 ms of polling, the liveness check of peers on
-// this node and the operation timeout sweep.
+// this node and the operation timeout sweep; the stale-key verdicts.
 inline void periodic_checks(domain_state& d) {
   if ((++d.polls_since_check & 63) != 0) return;
   const auto now = std::chrono::steady_clock::now();
@@ -379,6 +447,7 @@ inline void periodic_checks(domain_state& d) {
     d.next_liveness_check = now + std::chrono::milliseconds(100);
     check_liveness(d);
   }
+  if (!d.stale.empty()) resolve_stale(d, now);
   if (d.op_timeout.count() > 0 && now >= d.next_sweep) {
     d.next_sweep = now + domain_state::sweep_period;
     expire_operations(d);
@@ -387,6 +456,7 @@ inline void periodic_checks(domain_state& d) {
 
 // Whether wait() must wake up for periodic_checks rather than sleep on the fd.
 inline bool needs_periodic_wakeup(const domain_state& d) noexcept {
+  if (!d.stale.empty()) return true;
   for (const peer_state* p : d.peers) {
     if (p->failed) continue;
     if (p->watched || (d.op_timeout.count() > 0 && p->inflight > 0)) return true;

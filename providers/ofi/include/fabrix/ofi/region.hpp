@@ -3,6 +3,8 @@
 // whose key bytes say how peers address it (key.hpp).
 #pragma once
 
+#include <fabrix/ofi/key.hpp>
+#include <fabrix/ofi/state.hpp>
 #include <fabrix/remote_buffer.hpp>
 
 #include <rdma/fi_domain.h>
@@ -13,13 +15,18 @@ namespace fabrix::ofi {
 
 class region_impl {
  public:
-  region_impl(fid_mr* mr, const remote_buffer& rb) : mr_(mr), rb_(rb) {}
-  region_impl(region_impl&& o) noexcept : mr_(std::exchange(o.mr_, nullptr)), rb_(o.rb_) {}
+  // `slot`: the registration's entry in `d`'s key table (detail::no_slot: none).
+  region_impl(fid_mr* mr, const remote_buffer& rb, detail::domain_state* d, std::uint32_t slot)
+      : mr_(mr), rb_(rb), d_(d), slot_(slot) {}
+  region_impl(region_impl&& o) noexcept
+      : mr_(std::exchange(o.mr_, nullptr)), rb_(o.rb_), d_(o.d_), slot_(std::exchange(o.slot_, detail::no_slot)) {}
   region_impl& operator=(region_impl&& o) noexcept {
     if (this != &o) {
       release();
       mr_ = std::exchange(o.mr_, nullptr);
       rb_ = o.rb_;
+      d_ = o.d_;
+      slot_ = std::exchange(o.slot_, detail::no_slot);
     }
     return *this;
   }
@@ -31,13 +38,20 @@ class region_impl {
   fid_mr* native() const noexcept { return mr_; }
 
  private:
+  // Peers on this node refuse the key from the moment the slot is cleared;
+  // the provider forgets it at fi_close. (The domain state outlives every
+  // region: the core keeps it alive.)
   void release() noexcept {
+    if (d_ && slot_ != detail::no_slot) d_->keys.release(slot_);
+    slot_ = detail::no_slot;
     if (mr_) fi_close(&mr_->fid);
     mr_ = nullptr;
   }
 
   fid_mr* mr_;
   remote_buffer rb_;
+  detail::domain_state* d_ = nullptr;
+  std::uint32_t slot_ = detail::no_slot;
 };
 
 }  // namespace fabrix::ofi

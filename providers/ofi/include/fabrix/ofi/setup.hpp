@@ -16,6 +16,7 @@
 // FI_MR_MMU_NOTIFY, FI_MR_RMA_EVENT, FI_RX_CQ_DATA mode) are not offered.
 #pragma once
 
+#include <fabrix/detail/little_endian.hpp>
 #include <fabrix/domain_options.hpp>
 #include <fabrix/ofi/progress.hpp>
 #include <fabrix/ofi/state.hpp>
@@ -29,6 +30,7 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <net/if.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -66,18 +68,20 @@ inline bool want_hmem() {
   return true;
 }
 
-// The first FI_EP_RDM provider libfabric offers for fabrix's needs, with
-// FI_HMEM (and FI_MR_HMEM handled) when `hmem`. Null info: none.
-inline int query_provider(const domain_options& opts, bool hmem, fi_info** info) {
+// Every FI_EP_RDM provider libfabric offers for fabrix's needs, in its
+// order of preference, with FI_HMEM (and FI_MR_HMEM handled) when `hmem` and
+// FI_SOURCE (CQ entries name their sender) when `source`. Null info: none.
+// domain_options::device is not passed as a hint: rxm 1.17 ignores it and
+// answers with its own first domain, so find_provider filters by name.
+inline int query_provider(const domain_options& opts, bool hmem, bool source, fi_info** info) {
   fi_info* hints = fi_allocinfo();
   if (!hints) return -FI_ENOMEM;
-  hints->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | (hmem ? FI_HMEM : 0);
+  hints->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | (hmem ? FI_HMEM : 0) | (source ? FI_SOURCE : 0);
   hints->mode = FI_CONTEXT | FI_CONTEXT2;
   hints->ep_attr->type = FI_EP_RDM;
   hints->domain_attr->mr_mode = static_cast<int>(handled_mr_mode | (hmem ? FI_MR_HMEM : 0));
   hints->domain_attr->threading = FI_THREAD_DOMAIN;
   if (!opts.transport.empty()) hints->fabric_attr->prov_name = dup_string(opts.transport);
-  if (!opts.device.empty()) hints->domain_attr->name = dup_string(opts.device);
   const int ret = fi_getinfo(api_version, nullptr, nullptr, 0, hints, info);
   fi_freeinfo(hints);
   return ret;
@@ -99,29 +103,89 @@ inline int query_provider(const domain_options& opts, bool hmem, fi_info** info)
 // parameter).
 inline void prefer_rxm_shared_receive_context() { ::setenv("FI_OFI_RXM_USE_SRX", "1", 0); }
 
-// `hmem` says whether the chosen provider registers CUDA memory (FI_HMEM).
-inline result<fi_info*> find_provider(const domain_options& opts, bool& hmem) {
+// The first entry of `list` whose domain is `device` (any, when empty).
+inline fi_info* first_on_device(fi_info* list, const std::string& device) {
+  for (fi_info* i = list; i; i = i->next)
+    if (device.empty() || (i->domain_attr->name && device == i->domain_attr->name)) return i;
+  return nullptr;
+}
+
+// Refuses a domain_options::device that libfabric does not offer, naming
+// what it offers: invalid_argument when no such interface exists here,
+// unsupported when it exists but the provider does not offer it (tcp 1.17
+// leaves out the loopback interface unless FI_TCP_IFACE names it).
+inline unexpected no_such_device(const domain_options& opts, fi_info* list) {
+  std::string offered;
+  for (fi_info* i = list; i; i = i->next) {
+    const std::string name = i->domain_attr->name ? i->domain_attr->name : "";
+    if (name.empty() || (" " + offered + ",").find(" " + name + ",") != std::string::npos) continue;
+    offered += offered.empty() ? name : ", " + name;
+  }
+  const bool exists = ::if_nametoindex(opts.device.c_str()) != 0;
+  std::string why = "device '" + opts.device + "' " +
+                    (exists ? "is a network interface here, but libfabric provider" : "does not exist; provider") +
+                    " '" + (opts.transport.empty() ? std::string("(any)") : opts.transport) + "' offers " +
+                    (offered.empty() ? std::string("no domain") : offered);
+  if (exists && opts.device == "lo" && (opts.transport.empty() || opts.transport.find("tcp") != std::string::npos))
+    why += " (tcp: set FI_TCP_IFACE=lo before the first domain to use loopback)";
+  return unexpected(exists ? status::unsupported : status::invalid_argument, why, "ofi");
+}
+
+// `hmem` says whether the chosen provider registers CUDA memory (FI_HMEM),
+// `source` whether its CQ names senders (FI_SOURCE).
+inline result<fi_info*> find_provider(const domain_options& opts, bool& hmem, bool& source) {
   prefer_rxm_shared_receive_context();
   fi_info* info = nullptr;
+  int ret = -FI_ENODATA;
   hmem = false;
-  if (want_hmem() && query_provider(opts, true, &info) == 0 && info != nullptr) {
-    hmem = (info->caps & FI_HMEM) != 0;
-  } else {
-    if (info) fi_freeinfo(info);
-    info = nullptr;
+  source = false;
+  const bool try_hmem = want_hmem();
+  // Preference: FI_SOURCE with FI_HMEM, FI_SOURCE alone, then without FI_SOURCE.
+  for (const bool src : {true, false}) {
+    for (const bool hm : {true, false}) {
+      if (hm && !try_hmem) continue;
+      ret = query_provider(opts, hm, src, &info);
+      if (ret == 0 && info != nullptr) break;
+      if (info) fi_freeinfo(info);
+      info = nullptr;
+      if (ret == -FI_ENOMEM) return unexpected(status::no_memory, "fi_allocinfo", "ofi");
+    }
+    if (info) break;
   }
-  const int ret = info ? 0 : query_provider(opts, false, &info);
-  if (ret == -FI_ENOMEM) return unexpected(status::no_memory, "fi_allocinfo", "ofi");
   if (ret != 0 || info == nullptr) {
     const std::string what = opts.transport.empty() ? std::string("any provider") : "provider '" + opts.transport + "'";
     return fail(ret != 0 ? ret : -FI_ENODATA,
                 "fi_getinfo found no FI_EP_RDM endpoint with RMA, atomics and tagged messages for " + what);
   }
-  // The first match is libfabric's preference; keep only it.
-  fi_info* chosen = fi_dupinfo(info);
+  // The first match (on the device asked for) is libfabric's preference; keep only it.
+  fi_info* match = first_on_device(info, opts.device);
+  if (match == nullptr) {
+    auto e = no_such_device(opts, info);
+    fi_freeinfo(info);
+    return e;
+  }
+  hmem = (match->caps & FI_HMEM) != 0;
+  source = (match->caps & FI_SOURCE) != 0;
+  fi_info* chosen = fi_dupinfo(match);
   fi_freeinfo(info);
   if (!chosen) return unexpected(status::no_memory, "fi_dupinfo", "ofi");
+  // shm 1.17 reads a peer's memory itself (process_vm_readv, "fast RMA")
+  // for a read without ordering bits, and then nothing checks the key or
+  // the range: a forged remote_buffer read the target's neighbouring bytes.
+  // Asking for read-after-read order turns fast RMA off, so that every read
+  // goes to the target, which checks it (ofi_mr_map_verify).
+  if (std::strcmp(chosen->fabric_attr->prov_name, "shm") == 0) chosen->tx_attr->msg_order |= FI_ORDER_RAR;
   return chosen;
+}
+
+// The key fabrix asks for where the provider does not choose (no
+// FI_MR_PROV_KEY): SipHash of a counter under the domain's secret, so that
+// keys cannot be guessed from outside the job (tcp;ofi_rxm accepts RMA from
+// anyone who can connect to the endpoint and checks only key and range).
+inline std::uint64_t requested_key(domain_state& d) {
+  std::byte counter[8];
+  fabrix::detail::store_le<std::uint64_t>(counter, d.next_key++);
+  return fabrix::detail::siphash24(d.secret, std::span<const std::byte>(counter, sizeof(counter)));
 }
 
 // Registers [addr, addr+len) with `access`, honouring the provider's mode
@@ -134,11 +198,15 @@ inline result<fid_mr*> register_range(domain_state& d, void* addr, std::size_t l
   attr.mr_iov = &iov;
   attr.iov_count = 1;
   attr.access = access;
-  attr.requested_key = (d.mr_mode & FI_MR_PROV_KEY) ? 0 : d.next_key++;
   attr.iface = cuda_device >= 0 ? FI_HMEM_CUDA : FI_HMEM_SYSTEM;
   if (cuda_device >= 0) attr.device.cuda = cuda_device;
   fid_mr* mr = nullptr;
-  if (int ret = fi_mr_regattr(d.domain, &attr, 0, &mr); ret != 0) return fail(ret, "fi_mr_regattr");
+  for (int attempt = 0;; ++attempt) {
+    attr.requested_key = (d.mr_mode & FI_MR_PROV_KEY) ? 0 : requested_key(d);
+    const int ret = fi_mr_regattr(d.domain, &attr, 0, &mr);
+    if (ret == 0) break;
+    if (ret != -FI_ENOKEY || attempt == 3) return fail(ret, "fi_mr_regattr");  // ENOKEY: the key is taken
+  }
   if (d.mr_mode & FI_MR_ENDPOINT) {
     int ret = fi_mr_bind(mr, &d.ep->fid, 0);
     if (ret == 0) ret = fi_mr_enable(mr);
@@ -209,13 +277,14 @@ inline result<std::chrono::milliseconds> op_timeout_for(const char* prov_name) {
 
 // Opens fabric, domain, CQ, AV and endpoint for d.info, and fills the
 // provider facts in `d`.
-inline result<void> open_objects(domain_state& d, std::size_t max_outstanding) {
+inline result<void> open_objects(domain_state& d) {
   fi_info* info = d.info;
+  const std::size_t slots = d.ops.capacity();
   if (int ret = fi_fabric(info->fabric_attr, &d.fabric, nullptr); ret != 0) return fail(ret, "fi_fabric");
   if (int ret = fi_domain(d.fabric, info, &d.domain, nullptr); ret != 0) return fail(ret, "fi_domain");
 
   fi_cq_attr cq{};
-  cq.size = std::max<std::size_t>(2 * max_outstanding, 1024);
+  cq.size = std::max<std::size_t>(2 * slots, 1024);
   cq.format = FI_CQ_FORMAT_DATA;
   cq.wait_obj = FI_WAIT_FD;
   if (fi_cq_open(d.domain, &cq, &d.cq, nullptr) != 0) {
@@ -233,7 +302,6 @@ inline result<void> open_objects(domain_state& d, std::size_t max_outstanding) {
   if (int ret = fi_ep_bind(d.ep, &d.av->fid, 0); ret != 0) return fail(ret, "fi_ep_bind(av)");
   if (int ret = fi_ep_bind(d.ep, &d.cq->fid, FI_TRANSMIT | FI_RECV); ret != 0) return fail(ret, "fi_ep_bind(cq)");
   if (std::strcmp(info->fabric_attr->prov_name, "shm") == 0) {
-    remove_stale_shm_regions();
     const std::string name = shm_region_name(d.nonce);
     if (int ret = fi_setname(&d.ep->fid, const_cast<char*>(name.c_str()), name.size() + 1); ret != 0)
       return fail(ret, "fi_setname(" + name + ")");
@@ -252,14 +320,20 @@ inline result<void> open_objects(domain_state& d, std::size_t max_outstanding) {
   // FABRIX_OFI_NOTIFY_BY_MESSAGE=1 forces the message path where CQ data
   // would do (so that tests exercise it on any provider).
   const char* by_message = std::getenv("FABRIX_OFI_NOTIFY_BY_MESSAGE");
-  d.notify_by_message = !d.cq_data_carries_length || (by_message && std::strcmp(by_message, "1") == 0);
+  // completion::peer of a remote_write_imm: shm names the sender of a
+  // remote-write CQ entry (FI_SOURCE); rxm 1.17 writes those entries without
+  // their source (rxm_handle_remote_write), and other providers are not
+  // known to, so there the notification goes as a message that carries the
+  // sender's nonce.
+  const bool names_writer = d.source && std::strcmp(info->fabric_attr->prov_name, "shm") == 0;
+  d.notify_by_message = !d.cq_data_carries_length || !names_writer || (by_message && std::strcmp(by_message, "1") == 0);
   d.split_imm = d.notify_by_message || std::strcmp(info->fabric_attr->prov_name, "shm") == 0;
   d.errno_kind = prov_errno_kind_of(info->fabric_attr->prov_name);
   auto timeout = op_timeout_for(info->fabric_attr->prov_name);
   if (!timeout) return unexpected(std::move(timeout).error());
   d.op_timeout = *timeout;
 
-  auto mr = register_range(d, d.operands.get(), 2 * max_outstanding * sizeof(std::uint64_t),
+  auto mr = register_range(d, d.operands.get(), operand_words * slots * sizeof(std::uint64_t),
                            FI_READ | FI_WRITE | FI_SEND | FI_RECV);
   if (!mr) return unexpected(std::move(mr).error());
   d.operand_mr = *mr;

@@ -10,6 +10,7 @@
 #include <fabrix/detail/siphash.hpp>
 #include <fabrix/detail/slot_pool.hpp>
 #include <fabrix/ofi/key.hpp>
+#include <fabrix/ofi/key_table.hpp>
 #include <fabrix/ofi/status.hpp>
 #include <fabrix/remote_buffer.hpp>
 
@@ -32,6 +33,9 @@ namespace fabrix::ofi::detail {
 // provider's iov_limit, if smaller).
 inline constexpr std::size_t max_iov = 16;
 
+// Words of domain_state::operands per operation slot.
+inline constexpr std::size_t operand_words = 3;
+
 struct peer_state;
 struct domain_state;
 
@@ -45,9 +49,11 @@ struct op_slot {
   completion c{};
   peer_state* peer = nullptr;
   slot_state st = slot_state::free;
-  bool counted = false;            // in peer->inflight
-  bool notify_stage = false;       // a split write_with_imm whose data has been delivered
-  std::uint32_t posted_epoch = 0;  // domain_state::sweep_epoch when handed to libfabric (timeouts)
+  bool counted = false;                         // in peer->inflight
+  bool recv_slot = false;                       // counts against max_posted_recvs, not max_outstanding
+  bool notify_stage = false;                    // a split write_with_imm whose data has been delivered
+  std::uint32_t posted_epoch = 0;               // domain_state::sweep_epoch when handed to libfabric (timeouts)
+  std::chrono::steady_clock::time_point due{};  // a stale-key operation: when its verdict is given
   // What to post, kept so that a parked operation can be posted later.
   std::uint32_t iov_count = 0;
   iovec iov[max_iov]{};
@@ -122,11 +128,19 @@ struct domain_state {
   std::uint64_t nonce = 0;            // random: names this domain in remote_buffers and tags its sends
   fabrix::detail::seal_key secret{};  // random: seals our remote_buffers; given to connected peers
   std::uint64_t next_epoch = 1;
-  std::uint64_t next_key = 1;  // requested keys, when the provider does not choose them (no FI_MR_PROV_KEY)
+  std::uint64_t next_key = 1;  // counter behind requested keys (no FI_MR_PROV_KEY): see requested_key() in setup.hpp
 
   fabrix::detail::completion_ring ring;
+  // One pool for every operation; receives and the rest have their own
+  // bounds (domain_options::max_posted_recvs, max_outstanding) within it.
   fabrix::detail::slot_pool<op_slot> ops;
-  // Atomic operands (operand, compare) of slot i at [2i], [2i+1]: registered
+  std::size_t max_ops = 0, max_recvs = 0;
+  std::size_t ops_in_use = 0, recvs_in_use = 0;
+  key_table keys;       // which of our registrations are alive (key_table.hpp)
+  op_list stale;        // operations through a peer's dead key, awaiting their verdict (post.hpp)
+  bool source = false;  // FI_SOURCE: CQ entries name the sender (completion::peer)
+  // Atomic operands (operand, compare) of slot i at [3i], [3i+1], or a
+  // notification message {imm, length, nonce} at [3i..3i+2]: registered
   // once, because FI_MR_LOCAL providers need descriptors for them too.
   std::unique_ptr<std::uint64_t[]> operands;
   fid_mr* operand_mr = nullptr;
@@ -146,7 +160,7 @@ struct domain_state {
   // unexpected-message queue. Buffers registered once (notify_mr).
   struct notify_rx {
     fi_context2 ctx{};
-    std::uint64_t buf[2]{};  // imm, length
+    std::uint64_t buf[3]{};  // imm, length, the sender domain's nonce
   };
   static constexpr std::size_t notify_rx_count = 64;
   std::unique_ptr<notify_rx[]> notify_rxs;
@@ -164,6 +178,7 @@ struct domain_state {
   // expires early (it may expire up to one period late).
   std::chrono::milliseconds op_timeout{0};
   static constexpr std::chrono::milliseconds sweep_period{100};
+  static constexpr std::chrono::milliseconds stale_verdict_delay{100};
   std::uint32_t sweep_epoch = 0;
   std::chrono::steady_clock::time_point next_sweep{};
   std::uint64_t expired_operations = 0;
@@ -172,8 +187,12 @@ struct domain_state {
   std::uint64_t stray_errors = 0;  // error entries with no operation of ours
   std::uint64_t dropped_notifications = 0;
 
-  explicit domain_state(std::size_t max_outstanding)
-      : ring(max_outstanding), ops(max_outstanding), operands(std::make_unique<std::uint64_t[]>(2 * max_outstanding)) {}
+  domain_state(std::size_t max_outstanding, std::size_t max_posted_recvs)
+      : ring(max_outstanding + max_posted_recvs),
+        ops(max_outstanding + max_posted_recvs),
+        max_ops(max_outstanding),
+        max_recvs(max_posted_recvs),
+        operands(std::make_unique<std::uint64_t[]>(operand_words * (max_outstanding + max_posted_recvs))) {}
   domain_state(const domain_state&) = delete;
   domain_state& operator=(const domain_state&) = delete;
   // The endpoint closes first: until then our notification receives are
@@ -197,6 +216,22 @@ struct domain_state {
   std::size_t index_of(const op_slot* op) noexcept { return static_cast<std::size_t>(op - ops.begin()); }
 };
 
+// A free slot for a receive or another operation, within that kind's bound;
+// nullptr when the bound is reached.
+inline op_slot* take_slot(domain_state& d, bool recv) noexcept {
+  std::size_t& used = recv ? d.recvs_in_use : d.ops_in_use;
+  if (used >= (recv ? d.max_recvs : d.max_ops)) return nullptr;
+  op_slot* op = d.ops.take();
+  if (op == nullptr) return nullptr;
+  ++used;
+  op->recv_slot = recv;
+  return op;
+}
+inline void release_slot(domain_state& d, op_slot* op) noexcept {
+  --(op->recv_slot ? d.recvs_in_use : d.ops_in_use);
+  d.ops.give_back(op);
+}
+
 // A remote region whose seal has been verified, and its decoded key.
 struct verified_region {
   remote_buffer rb;
@@ -207,15 +242,18 @@ struct peer_state {
   domain_state* dom = nullptr;
   std::uint32_t peer_id = 0;  // completion::peer of what arrives on this queue pair
   fi_addr_t addr = FI_ADDR_UNSPEC;
+  std::vector<std::byte> name;             // the peer's libfabric address (fi_getname bytes)
   std::uint64_t nonce = 0;                 // the peer domain's: tags its sends, owns its regions
   fabrix::detail::seal_key peer_secret{};  // verifies the peer's remote_buffers
   fabrix::detail::process_identity identity;
   bool watched = false;  // on this node: fabrix checks the process itself
   bool failed = false;
-  int failure = 0;             // FI_E* (positive) that failed it
-  std::uint32_t inflight = 0;  // posted, not yet completed (recvs excluded)
+  int failure = 0;                     // FI_E* (positive) that failed it
+  status failure_status = status::ok;  // what its operations complete with since
+  std::uint32_t inflight = 0;          // posted, not yet completed (recvs excluded)
   op_list parked;
   std::vector<verified_region> regions;  // verified once per remote region
+  key_table_map peer_keys;               // the peer's key table, when it is on this node
 };
 
 }  // namespace fabrix::ofi::detail

@@ -1,0 +1,146 @@
+// A domain's key table: which of its registrations are alive, readable by
+// its peers on the same node, so that an operation through the key of a
+// deregistered region is refused by the initiator before libfabric sees it.
+//
+// Why: neither tested libfabric provider answers a stale key in a way that
+// leaves the queue pair usable. shm 1.17's target drops the operation
+// without a response (the initiator waits forever, and its endpoint stays
+// wedged behind it); tcp 1.17's target shuts the connection down, which
+// cancels everything in flight on it in both directions.
+//
+// How: a shared-memory object "/fabrix_<pid>_<nonce>_keys" (mode 0600) of
+// key_table_slots 8-byte entries. A registration takes a slot and stores its
+// remote_buffer epoch there; deregistration stores 0 before fi_close. The
+// slot travels in the key bytes (key.hpp). A peer on this node maps the
+// table read-only at connect and, before posting an RMA or atomic through a
+// remote_buffer, loads its slot (one acquire load): another value than the
+// buffer's epoch fails the operation, and nothing is posted. Epochs are
+// never reused within a domain, so a reused slot never revives an old key.
+// Slot 0 says whether the domain is open (1) or closed (0): a region that
+// went away with its whole domain is the peer's departure, not a stale key
+// (post.hpp). No table (another node or user, table full): the provider's
+// own behaviour (README).
+#pragma once
+
+#include <fabrix/ofi/key.hpp>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace fabrix::ofi::detail {
+
+inline constexpr std::uint32_t key_table_slots = 1u << 16;
+inline constexpr std::size_t key_table_bytes = key_table_slots * sizeof(std::uint64_t);
+
+inline std::string key_table_name(std::uint32_t pid, std::uint64_t nonce) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "/fabrix_%u_%016llx_keys", static_cast<unsigned>(pid),
+                static_cast<unsigned long long>(nonce));
+  return buf;
+}
+
+// A mapping of a key table (ours read-write, a peer's read-only).
+class key_table_map {
+ public:
+  key_table_map() = default;
+  key_table_map(key_table_map&& o) noexcept : entries_(std::exchange(o.entries_, nullptr)) {}
+  key_table_map& operator=(key_table_map&& o) noexcept {
+    if (this != &o) {
+      unmap();
+      entries_ = std::exchange(o.entries_, nullptr);
+    }
+    return *this;
+  }
+  ~key_table_map() { unmap(); }
+
+  // Maps the table `name`; an empty map when it cannot be opened.
+  static key_table_map open(const std::string& name, bool create) {
+    key_table_map m;
+    const int fd =
+        create ? ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600) : ::shm_open(name.c_str(), O_RDONLY, 0);
+    if (fd < 0) return m;
+    if (create && ::ftruncate(fd, static_cast<off_t>(key_table_bytes)) != 0) {
+      ::close(fd);
+      ::shm_unlink(name.c_str());
+      return m;
+    }
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || static_cast<std::size_t>(st.st_size) != key_table_bytes) {
+      ::close(fd);
+      return m;
+    }
+    void* p = ::mmap(nullptr, key_table_bytes, create ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (p != MAP_FAILED) m.entries_ = static_cast<std::uint64_t*>(p);
+    return m;
+  }
+
+  bool mapped() const noexcept { return entries_ != nullptr; }
+  // The epoch of the registration alive in `slot`, 0 for none.
+  std::uint64_t load(std::uint32_t slot) const noexcept {
+    return std::atomic_ref<std::uint64_t>(entries_[slot]).load(std::memory_order_acquire);
+  }
+  void store(std::uint32_t slot, std::uint64_t epoch) noexcept {
+    std::atomic_ref<std::uint64_t>(entries_[slot]).store(epoch, std::memory_order_release);
+  }
+
+ private:
+  void unmap() noexcept {
+    if (entries_) ::munmap(entries_, key_table_bytes);
+    entries_ = nullptr;
+  }
+  std::uint64_t* entries_ = nullptr;
+};
+
+// This domain's own table and its free slots.
+struct key_table {
+  key_table_map map;
+  std::string name;              // unlinked when the domain closes
+  std::uint32_t next_fresh = 1;  // slot 0: the domain is open
+  std::vector<std::uint32_t> free_slots;
+
+  key_table() = default;
+  key_table(const key_table&) = delete;
+  key_table& operator=(const key_table&) = delete;
+  ~key_table() {
+    if (!map.mapped()) return;
+    map.store(0, 0);  // closed: peers that still hold the mapping see it
+    ::shm_unlink(name.c_str());
+  }
+  void opened() {
+    if (map.mapped()) map.store(0, 1);
+  }
+
+  // A slot holding `epoch`, or no_slot when there is no table or it is full.
+  std::uint32_t take(std::uint64_t epoch) {
+    if (!map.mapped()) return no_slot;
+    std::uint32_t slot;
+    if (!free_slots.empty()) {
+      slot = free_slots.back();
+      free_slots.pop_back();
+    } else if (next_fresh < key_table_slots) {
+      slot = next_fresh++;
+    } else {
+      return no_slot;
+    }
+    map.store(slot, epoch);
+    return slot;
+  }
+  // The registration in `slot` is gone: peers refuse its key from now on.
+  void release(std::uint32_t slot) {
+    if (!map.mapped() || slot == 0 || slot >= key_table_slots) return;
+    map.store(slot, 0);
+    free_slots.push_back(slot);
+  }
+};
+
+}  // namespace fabrix::ofi::detail
