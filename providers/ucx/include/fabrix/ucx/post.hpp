@@ -12,6 +12,7 @@
 #include <fabrix/detail/validate.hpp>
 #include <fabrix/operation.hpp>
 #include <fabrix/ucx/progress.hpp>
+#include <fabrix/ucx/rma.hpp>
 #include <fabrix/ucx/state.hpp>
 
 #include <cstring>
@@ -41,8 +42,9 @@ inline status post_one(peer_state& p, const operation& o) {
     raddr = o.remote.buffer->address + o.remote.offset;
   }
   ucp_rkey_h rkey = held != nullptr ? held->key : nullptr;
-  op_slot* op = d.ops.take();
+  op_slot* op = o.code == opcode::recv ? d.recvs.take() : d.ops.take();
   if (op == nullptr) return status::again;
+  op->seq = ++d.next_seq;
   op->rkey = held;
   if (held != nullptr) rkey_cache::hold(held);
   op->in_use = true;
@@ -58,10 +60,22 @@ inline status post_one(peer_state& p, const operation& o) {
 
   ucp_request_param_t prm = request_param(op);
   const local_slice& first = o.locals()[0];
+  if (p.checked_rma && fabrix::detail::uses_remote(o.code)) {
+    if (o.code == opcode::write_with_imm) {
+      op->header.imm = o.imm;
+      op->header.bytes = o.remote.length;
+      op->header.sender = d.nonce;
+      ++p.imm_in_progress;
+    }
+    post_checked(p, op, o, raddr);
+    request_done(op, UCS_OK);
+    return status::ok;
+  }
   switch (o.code) {
     case opcode::write_with_imm:
       op->header.imm = o.imm;
       op->header.bytes = o.remote.length;
+      op->header.sender = d.nonce;
       ++p.imm_in_progress;
       [[fallthrough]];
     case opcode::write:
@@ -91,15 +105,20 @@ inline status post_one(peer_state& p, const operation& o) {
     }
     case opcode::send: track(op, ucp_tag_send_nbx(p.ep, first.address, first.length, p.send_tag, &prm)); break;
     case opcode::recv:
-      prm.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+      // Generic datatype (progress.hpp): the buffer and its length are in
+      // the slot; UCX hands every fragment to recv_unpack.
+      prm.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL | UCP_OP_ATTR_FIELD_DATATYPE;
+      prm.datatype = d.recv_dt;
       prm.cb.recv = on_recv_done;
       op->c.bytes = 0;
-      track_recv(
-          op, [&] { return ucp_tag_recv_nbx(d.worker, first.address, first.length, p.recv_tag, ~ucp_tag_t{0}, &prm); });
+      op->c.peer = p.peer_id;
+      op->local[0] = ucp_dt_iov_t{first.address, first.length};
+      op->nlocal = 1;
+      track_recv(op, [&] { return ucp_tag_recv_nbx(d.worker, op, 1, p.recv_tag, ~ucp_tag_t{0}, &prm); });
       break;
     case opcode::flush:
       op->st = stage::user_flush;
-      if (p.imm_in_progress > 0) {  // wait until earlier notifications are out
+      if (p.imm_in_progress > 0 || p.checked_in_flight > 0) {  // earlier notifications and checked requests first
         op->pending = 0;
         p.parked_flushes.push_back(op);
         return status::ok;
