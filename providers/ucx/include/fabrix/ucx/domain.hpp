@@ -164,12 +164,13 @@ class domain_impl {
       ucp_mem_unmap(d_->context, memh);
       return detail::fail(s != UCS_OK ? s : UCS_ERR_NO_MEMORY, "ucp_mem_query");
     }
-    return make_region(memh, attr.address, len, memory_location{}, rights);
+    return make_region(memh, attr.address, len, memory_location{}, rights, detail::ucx_allocated);
   }
 
   // The rest of a registration: pack the rkey and seal the remote_buffer.
   // Takes ownership of `memh` (unmapped on failure).
-  result<region_impl> make_region(ucp_mem_h memh, void* addr, std::size_t len, memory_location where, access rights) {
+  result<region_impl> make_region(ucp_mem_h memh, void* addr, std::size_t len, memory_location where, access rights,
+                                  std::uint64_t epoch_flags = 0) {
     ucs_status_t s = UCS_OK;
     void* packed = nullptr;
     std::size_t packed_size = 0;
@@ -191,7 +192,7 @@ class domain_impl {
     rb.address = reinterpret_cast<std::uintptr_t>(addr);
     rb.length = len;
     rb.owner = d_->nonce;
-    rb.epoch = d_->next_epoch++;
+    rb.epoch = d_->next_epoch++ | epoch_flags;
     d_->regions[rb.epoch] = detail::region_entry{rb.address, rb.length, rights};  // what checked requests may touch
     rb.key_size = static_cast<std::uint16_t>(packed_size);
     std::memcpy(rb.key.data(), packed, packed_size);

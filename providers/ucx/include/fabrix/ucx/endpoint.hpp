@@ -154,9 +154,10 @@ inline domain_state::~domain_state() {
       ucp_worker_progress(worker);
       run_deferred(*this);
     }
+    if (!closing.empty())
+      std::fprintf(stderr, "fabrix ucx: %zu endpoint close(s) did not finish in %lld ms; releasing them to UCX\n",
+                   closing.size(), static_cast<long long>(2 * close_limit.count()));
     for (closing_endpoint& c : closing) {
-      std::fprintf(stderr, "fabrix ucx: an endpoint close did not finish in %lld ms; releasing it to UCX\n",
-                   static_cast<long long>(2 * close_limit.count()));
       if (c.flush) ucp_request_free(c.flush);
       if (c.close) ucp_request_free(c.close);
       std::vector<ucp_rkey_h> leaked;  // UCX may still use them: not destroyed

@@ -31,8 +31,11 @@ struct domain_state;
 
 // Active-message ids on a fabrix worker.
 inline constexpr unsigned am_notify = 17;
-inline constexpr unsigned am_rma = 18;                      // a checked one-sided request (rma.hpp)
-inline constexpr unsigned am_rma_reply = 19;                // its answer
+inline constexpr unsigned am_rma = 18;        // a checked one-sided request (rma.hpp)
+inline constexpr unsigned am_rma_reply = 19;  // its answer
+// Set in the epoch of regions UCX allocated (allocate_memory); sealed with
+// the rest of the remote_buffer.
+inline constexpr std::uint64_t ucx_allocated = std::uint64_t{1} << 63;
 inline constexpr std::uint32_t unknown_peer = 0xffffffffu;  // completion::peer from a domain we have no queue pair to
 inline constexpr std::uint32_t notify_magic = 0x46425849;   // "FBXI"
 inline constexpr std::uint32_t rma_magic = 0x46425852;      // "FBXR"
