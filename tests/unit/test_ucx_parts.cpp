@@ -10,11 +10,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace ud = fabrix::ucx::detail;
 using fabrix::status;
@@ -305,4 +308,52 @@ TEST_CASE("ucx allocate_memory: registered host memory of the asked size; empty 
   CHECK(mr->remote().provider == fabrix::provider_id::ucx);
   std::memset(mr->data(), 0xa5, len);  // all of it is ours to write
   CHECK(std::all_of(mr->data(), mr->data() + len, [](std::byte b) { return b == std::byte{0xa5}; }));
+}
+
+TEST_CASE("ucx allocated shared memory: a peer on this node reaches it directly, without the target polling") {
+  fabrix::domain_options o;
+  o.transport = "sysv,posix";
+  auto target = fabrix::ucx::domain::create(o);
+  auto initiator = fabrix::ucx::domain::create(o);
+  REQUIRE(target);
+  REQUIRE(initiator);
+  auto allocated = target->allocate_memory(4096, fabrix::access::all_remote);
+  REQUIRE(allocated);
+  std::optional<fabrix::memory_region<fabrix::ucx::provider>> region(std::move(*allocated));
+  std::memset(region->data(), 0, 4096);
+  std::vector<std::byte> src(64);
+  auto ms = initiator->register_memory(src, fabrix::access::local);
+  REQUIRE(ms);
+  auto qp = initiator->connect(target->address().value());
+  REQUIRE(qp);
+  // Only the initiator polls: a checked request would never be answered.
+  auto finish = [&](std::uint64_t token) {
+    fabrix::completion c[4];
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    while (std::chrono::steady_clock::now() < until) {
+      const std::size_t n = initiator->poll(c);
+      for (std::size_t i = 0; i < n; ++i)
+        if (c[i].token == token) return c[i].status;
+    }
+    return status::timed_out;
+  };
+  std::memset(src.data(), 0x5a, 64);
+  const fabrix::remote_buffer rb = region->remote();
+  REQUIRE(qp->write(ms->slice(0, 64), rb.slice(64, 64), 1) == status::ok);
+  CHECK(finish(1) == status::ok);
+  CHECK(region->data()[64] == std::byte{0x5a});
+  CHECK(region->data()[127] == std::byte{0x5a});
+  CHECK(region->data()[128] == std::byte{0});
+  REQUIRE(qp->fetch_add(ms->slice(0, 8), rb.slice(0, 8), 3, 2) == status::ok);
+  CHECK(finish(2) == status::ok);
+  std::uint64_t old = 1, now = 0;
+  std::memcpy(&old, src.data(), 8);
+  std::memcpy(&now, region->data(), 8);
+  CHECK(old == 0);
+  CHECK(now == 3);
+  // Deregistered: the segment lives on only where it is still mapped, so the
+  // old key's writes cannot reach the target's memory; they complete.
+  region.reset();
+  REQUIRE(qp->write(ms->slice(0, 64), rb.slice(0, 64), 3) == status::ok);
+  CHECK(finish(3) == status::ok);
 }
