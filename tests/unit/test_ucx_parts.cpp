@@ -1,5 +1,6 @@
 // The UCX provider's pure parts: address blobs, the notification handler's
-// checks of peer bytes, transport classification, the liveness probe and
+// checks of peer bytes, the target's check of checked requests, transport
+// classification, the liveness probe and
 // the rkey cache's policy, the FIFO workaround's configuration.
 #include <doctest/doctest.h>
 
@@ -9,10 +10,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace ud = fabrix::ucx::detail;
 using fabrix::status;
@@ -159,6 +164,90 @@ TEST_CASE("ucx transports: which UCX_TLS lists may use shared memory") {
   CHECK_FALSE(ud::may_use_shared_memory("^sm"));
 }
 
+TEST_CASE("ucx transports: only InfiniBand/RoCE-only lists do RMA in hardware; everything else is checked") {
+  CHECK(ud::hardware_rma_only("rc_verbs,ud_verbs"));
+  CHECK(ud::hardware_rma_only("rc_mlx5,dc_mlx5,ud_mlx5"));
+  CHECK(ud::hardware_rma_only("rc"));
+  CHECK_FALSE(ud::hardware_rma_only(""));
+  CHECK_FALSE(ud::hardware_rma_only("all"));
+  CHECK_FALSE(ud::hardware_rma_only("tcp"));
+  CHECK_FALSE(ud::hardware_rma_only("sysv,posix,cma"));
+  CHECK_FALSE(ud::hardware_rma_only("rc_verbs,tcp"));
+  CHECK_FALSE(ud::hardware_rma_only("ud_verbs"));  // UCX would emulate RMA over ud
+  CHECK_FALSE(ud::hardware_rma_only("^tcp"));
+}
+
+TEST_CASE("ucx checked requests: the target touches only live regions, in bounds, with the right") {
+  ud::domain_state d(16);
+  d.nonce = 0x1111;
+  ud::peer_state from;
+  from.dom = &d;
+  from.recv_tag = 0x2222;
+  d.add_peer(&from);
+  alignas(8) std::byte mem[64] = {};
+  const auto base = reinterpret_cast<std::uintptr_t>(mem);
+  d.regions[7] = ud::region_entry{base, 64, fabrix::access::remote_write | fabrix::access::remote_atomic};
+  std::byte data[16];
+  std::memset(data, 0xab, sizeof data);
+
+  auto request = [&](ud::rma_kind kind, std::uint64_t epoch, std::uintptr_t addr, std::uint64_t len) {
+    ud::rma_header h;
+    h.kind = kind;
+    h.sender = 0x2222;
+    h.epoch = epoch;
+    h.address = addr;
+    h.length = len;
+    h.operand = 5;
+    h.index = 3;
+    h.seq = 9;
+    return h;
+  };
+  // Each answered request queues one reply carrying the check's status.
+  auto answer = [&](const ud::rma_header& h, const void* payload, std::size_t n) {
+    REQUIRE(ud::on_rma(&d, &h, sizeof h, const_cast<void*>(payload), n, nullptr) == UCS_OK);
+    ud::reply_slot* r = d.replies_head;
+    REQUIRE(r != nullptr);
+    d.replies_head = r->next;
+    if (!d.replies_head) d.replies_tail = nullptr;
+    CHECK(r->to == &from);
+    CHECK(r->h.index == 3);
+    CHECK(r->h.seq == 9);
+    CHECK(r->h.sender == 0x1111);
+    const auto s = static_cast<status>(r->h.result);
+    const std::uint64_t value = r->h.value;
+    d.give_back_reply(r);
+    return std::pair{s, value};
+  };
+
+  CHECK(answer(request(ud::rma_kind::write, 8, base, 16), data, 16).first == status::stale_key);  // no such region
+  CHECK(answer(request(ud::rma_kind::write, 7, base + 56, 16), data, 16).first == status::out_of_range);
+  CHECK(answer(request(ud::rma_kind::write, 7, base - 8, 16), data, 16).first == status::out_of_range);
+  CHECK(answer(request(ud::rma_kind::write, 7, base, 16), data, 8).first == status::invalid_argument);  // short
+  CHECK(answer(request(ud::rma_kind::read, 7, base, 16), nullptr, 0).first == status::access_denied);
+  for (std::byte b : mem) CHECK(b == std::byte{0});  // not one byte changed so far
+
+  CHECK(answer(request(ud::rma_kind::write, 7, base + 8, 16), data, 16).first == status::ok);
+  CHECK(mem[8] == std::byte{0xab});
+  CHECK(mem[24] == std::byte{0});
+  auto add = answer(request(ud::rma_kind::fetch_add, 7, base + 32, 8), nullptr, 0);
+  CHECK(add.first == status::ok);
+  CHECK(add.second == 0);
+  CHECK(answer(request(ud::rma_kind::fetch_add, 7, base + 33, 8), nullptr, 0).first == status::invalid_argument);
+
+  d.regions.erase(7);  // deregistered: its epoch grants nothing any more
+  CHECK(answer(request(ud::rma_kind::write, 7, base + 40, 16), data, 16).first == status::stale_key);
+  CHECK(mem[40] == std::byte{0});
+
+  // Malformed, or from a domain without a queue pair here: dropped, counted.
+  auto foreign = request(ud::rma_kind::write, 7, base, 16);
+  foreign.sender = 0x3333;
+  CHECK(ud::on_rma(&d, &foreign, sizeof foreign, data, 16, nullptr) == UCS_OK);
+  CHECK(ud::on_rma(&d, data, 8, data, 16, nullptr) == UCS_OK);
+  CHECK(d.replies_head == nullptr);
+  CHECK(d.dropped_requests == 2);
+  d.remove_peer(&from);
+}
+
 TEST_CASE("ucx liveness: this process is alive; a reaped child, a zombie and a reused pid are not") {
   const ud::process_identity me = ud::self_identity();
   CHECK(me.pid == static_cast<std::uint32_t>(::getpid()));
@@ -219,4 +308,52 @@ TEST_CASE("ucx allocate_memory: registered host memory of the asked size; empty 
   CHECK(mr->remote().provider == fabrix::provider_id::ucx);
   std::memset(mr->data(), 0xa5, len);  // all of it is ours to write
   CHECK(std::all_of(mr->data(), mr->data() + len, [](std::byte b) { return b == std::byte{0xa5}; }));
+}
+
+TEST_CASE("ucx allocated shared memory: a peer on this node reaches it directly, without the target polling") {
+  fabrix::domain_options o;
+  o.transport = "sysv,posix";
+  auto target = fabrix::ucx::domain::create(o);
+  auto initiator = fabrix::ucx::domain::create(o);
+  REQUIRE(target);
+  REQUIRE(initiator);
+  auto allocated = target->allocate_memory(4096, fabrix::access::all_remote);
+  REQUIRE(allocated);
+  std::optional<fabrix::memory_region<fabrix::ucx::provider>> region(std::move(*allocated));
+  std::memset(region->data(), 0, 4096);
+  std::vector<std::byte> src(64);
+  auto ms = initiator->register_memory(src, fabrix::access::local);
+  REQUIRE(ms);
+  auto qp = initiator->connect(target->address().value());
+  REQUIRE(qp);
+  // Only the initiator polls: a checked request would never be answered.
+  auto finish = [&](std::uint64_t token) {
+    fabrix::completion c[4];
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    while (std::chrono::steady_clock::now() < until) {
+      const std::size_t n = initiator->poll(c);
+      for (std::size_t i = 0; i < n; ++i)
+        if (c[i].token == token) return c[i].status;
+    }
+    return status::timed_out;
+  };
+  std::memset(src.data(), 0x5a, 64);
+  const fabrix::remote_buffer rb = region->remote();
+  REQUIRE(qp->write(ms->slice(0, 64), rb.slice(64, 64), 1) == status::ok);
+  CHECK(finish(1) == status::ok);
+  CHECK(region->data()[64] == std::byte{0x5a});
+  CHECK(region->data()[127] == std::byte{0x5a});
+  CHECK(region->data()[128] == std::byte{0});
+  REQUIRE(qp->fetch_add(ms->slice(0, 8), rb.slice(0, 8), 3, 2) == status::ok);
+  CHECK(finish(2) == status::ok);
+  std::uint64_t old = 1, now = 0;
+  std::memcpy(&old, src.data(), 8);
+  std::memcpy(&now, region->data(), 8);
+  CHECK(old == 0);
+  CHECK(now == 3);
+  // Deregistered: the segment lives on only where it is still mapped, so the
+  // old key's writes cannot reach the target's memory; they complete.
+  region.reset();
+  REQUIRE(qp->write(ms->slice(0, 64), rb.slice(0, 64), 3) == status::ok);
+  CHECK(finish(3) == status::ok);
 }

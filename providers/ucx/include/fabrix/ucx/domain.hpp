@@ -21,6 +21,7 @@
 #include <fabrix/ucx/fifo_workaround.hpp>
 #include <fabrix/ucx/progress.hpp>
 #include <fabrix/ucx/region.hpp>
+#include <fabrix/ucx/rma.hpp>
 #include <fabrix/ucx/state.hpp>
 #include <fabrix/ucx/status.hpp>
 
@@ -56,7 +57,10 @@ class domain_impl {
  public:
   static result<domain_impl> create(const domain_options& opts) {
     if (opts.max_outstanding == 0) return unexpected(status::invalid_argument, "max_outstanding must be > 0", "ucx");
-    auto d = std::make_unique<detail::domain_state>(opts.max_outstanding);
+    if (opts.max_posted_recvs == 0) return unexpected(status::invalid_argument, "max_posted_recvs must be > 0", "ucx");
+    if (opts.max_outstanding > UINT32_MAX)
+      return unexpected(status::invalid_argument, "max_outstanding must fit in 32 bits", "ucx");
+    auto d = std::make_unique<detail::domain_state>(opts.max_outstanding, opts.max_posted_recvs);
 
     detail::release_fifo_every_message();  // fifo_workaround.hpp
     ucp_config_t* config = nullptr;
@@ -101,6 +105,16 @@ class domain_impl {
     am.arg = d.get();
     if ((s = ucp_worker_set_am_recv_handler(d->worker, &am)) != UCS_OK)
       return detail::fail(s, "ucp_worker_set_am_recv_handler");
+    am.id = detail::am_rma;
+    am.cb = detail::on_rma;
+    if ((s = ucp_worker_set_am_recv_handler(d->worker, &am)) != UCS_OK)
+      return detail::fail(s, "ucp_worker_set_am_recv_handler");
+    am.id = detail::am_rma_reply;
+    am.cb = detail::on_rma_reply;
+    if ((s = ucp_worker_set_am_recv_handler(d->worker, &am)) != UCS_OK)
+      return detail::fail(s, "ucp_worker_set_am_recv_handler");
+    if ((s = ucp_dt_create_generic(&detail::recv_dt_ops, nullptr, &d->recv_dt)) != UCS_OK)
+      return detail::fail(s, "ucp_dt_create_generic");
 
     std::random_device rd;
     d->nonce = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
@@ -150,12 +164,13 @@ class domain_impl {
       ucp_mem_unmap(d_->context, memh);
       return detail::fail(s != UCS_OK ? s : UCS_ERR_NO_MEMORY, "ucp_mem_query");
     }
-    return make_region(memh, attr.address, len, memory_location{}, rights);
+    return make_region(memh, attr.address, len, memory_location{}, rights, detail::ucx_allocated);
   }
 
   // The rest of a registration: pack the rkey and seal the remote_buffer.
   // Takes ownership of `memh` (unmapped on failure).
-  result<region_impl> make_region(ucp_mem_h memh, void* addr, std::size_t len, memory_location where, access rights) {
+  result<region_impl> make_region(ucp_mem_h memh, void* addr, std::size_t len, memory_location where, access rights,
+                                  std::uint64_t epoch_flags = 0) {
     ucs_status_t s = UCS_OK;
     void* packed = nullptr;
     std::size_t packed_size = 0;
@@ -177,7 +192,8 @@ class domain_impl {
     rb.address = reinterpret_cast<std::uintptr_t>(addr);
     rb.length = len;
     rb.owner = d_->nonce;
-    rb.epoch = d_->next_epoch++;
+    rb.epoch = d_->next_epoch++ | epoch_flags;
+    d_->regions[rb.epoch] = detail::region_entry{rb.address, rb.length, rights};  // what checked requests may touch
     rb.key_size = static_cast<std::uint16_t>(packed_size);
     std::memcpy(rb.key.data(), packed, packed_size);
     ucp_rkey_buffer_release(packed);
@@ -188,11 +204,12 @@ class domain_impl {
   std::size_t poll(std::span<completion> out) {
     for (int round = 0; round < 4 && d_->ring.size() < out.size(); ++round) {
       const unsigned progressed = ucp_worker_progress(d_->worker);
+      detail::cancel_recvs(*d_);
       detail::run_deferred(*d_);
       detail::check_liveness(*d_);
       if (progressed == 0 && d_->deferred.empty()) break;
     }
-    if (!d_->closing.empty()) d_->reap_closing();
+    if (!d_->closing.empty()) d_->advance_closing();
     return d_->ring.drain(out);
   }
 
@@ -200,9 +217,10 @@ class domain_impl {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     for (;;) {
       detail::check_liveness(*d_);
-      if (!d_->closing.empty()) d_->reap_closing();
+      if (!d_->closing.empty()) d_->advance_closing();
       if (!d_->ring.empty()) return status::ok;
-      if (ucp_worker_progress(d_->worker) != 0 || !d_->deferred.empty()) {
+      if (ucp_worker_progress(d_->worker) != 0 || !d_->deferred.empty() || d_->cancel_abandoned_recvs) {
+        detail::cancel_recvs(*d_);
         detail::run_deferred(*d_);
         continue;
       }
@@ -215,6 +233,7 @@ class domain_impl {
         left = std::min(left, std::chrono::milliseconds(100));
         d_->polls_since_check |= 63;
       }
+      if (!d_->closing.empty()) left = std::min(left, std::chrono::milliseconds(20));  // their deadlines
       pollfd pfd{d_->event_fd, POLLIN, 0};
       ::poll(&pfd, 1, static_cast<int>(left.count()));
     }
@@ -257,9 +276,13 @@ class domain_impl {
       ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
       p->detects_failure = false;
     }
+    // One-sided operations are checked by the target (rma.hpp) unless every
+    // transport UCX may use does RMA in hardware, whose keys the NIC checks.
+    p->checked_rma = !detail::hardware_rma_only(d_->transport);
     const ucs_status_t s = ucp_ep_create(d_->worker, &ep, &p->ep);
     if (s != UCS_OK) return detail::fail(s, "ucp_ep_create");
     if (!p->detects_failure) d_->watched.push_back(p.get());
+    d_->add_peer(p.get());
     return endpoint_impl(std::move(p));
   }
 
@@ -279,6 +302,9 @@ class domain_impl {
 
   // Malformed notifications received from peers and dropped.
   std::uint64_t dropped_notifications() const noexcept { return d_->dropped_notifications; }
+  // Checked requests and replies dropped (malformed, from a domain with no
+  // queue pair to this one, or answering nothing in flight).
+  std::uint64_t dropped_requests() const noexcept { return d_->dropped_requests; }
   int event_fd() const noexcept { return d_->event_fd; }
   ucp_worker_h worker() const noexcept { return d_->worker; }
 

@@ -42,89 +42,132 @@ class endpoint_impl {
 
  private:
   // Cancels what is still pending on this endpoint (completions say
-  // canceled) and closes it without ever waiting on a peer that is gone:
+  // canceled) and hands the endpoint to the domain, which closes it without
+  // ever waiting on a peer that is gone, and without making this call wait:
   //  - error-handling (PEER) endpoints: a flush first, so what was posted
-  //    reaches a live peer, waited for at most close_limit and cut short when
-  //    UCX reports the peer failed or (same node) its process is gone; then
+  //    reaches a live peer, cut short after close_limit, when UCX reports the
+  //    peer failed or (same node) its process is gone; then
   //    UCP_EP_CLOSE_FLAG_FORCE, which does not wait for the peer at all.
   //    (A graceful close waits for the peer's acknowledgements, e.g. on the
   //    ud_verbs wire-up/keepalive lane, until UCX's own timeout when the peer
   //    has exited — and peers routinely exit before each other.)
   //  - other endpoints (shared memory; FORCE needs PEER mode): a graceful
   //    close, which does not need a live peer's help (a dead one: below).
-  // Requests still running after the bound go to the domain, which finishes
-  // them before it destroys the worker; the rkeys wait for them.
+  // The domain moves all closing endpoints on together in poll()/wait() and
+  // before it destroys the worker (domain_state::advance_closing), so closing
+  // many queue pairs to a peer that does not poll costs one close_limit in
+  // all, not one each.
   void teardown() noexcept {
     if (!p_) return;
     detail::peer_state& p = *p_;
     detail::domain_state& d = *p.dom;
     const bool was_failed = p.failed || (p.same_node && detail::process_gone(p.identity));
     std::erase(d.watched, &p);
+    d.remove_peer(&p);
     p.failed = true;
-    for (detail::op_slot* op = d.ops.begin(); op != d.ops.end(); ++op) {
-      if (op->in_use && op->peer == &p && op->c.op == opcode::recv && op->request)
-        ucp_request_cancel(d.worker, op->request);
+    for (detail::op_slot* op = d.recvs.begin(); op != d.recvs.end(); ++op) {
+      if (op->in_use && op->peer == &p && op->request) ucp_request_cancel(d.worker, op->request);
     }
     while (detail::op_slot* f = p.parked_flushes.pop_front()) d.deferred.push_back(f);
+    while (detail::op_slot* w = p.parked_imms.pop_front()) d.deferred.push_back(w);
+    detail::run_deferred(d);
+    // Replies queued for this peer are dropped.
+    for (detail::reply_slot* r = d.replies_head; r; r = r->next)
+      if (r->to == &p) r->to = nullptr;
+    // Requests UCX still holds must not reach the closed queue pair:
+    // detached ops complete as canceled when UCX lets go of them, checked
+    // requests at once (their replies would find nobody). Their rkeys live
+    // in the peer state until the close is done.
+    d.each_slot([&](detail::op_slot* op) {
+      if (!op->in_use || op->peer != &p) return;
+      op->peer = nullptr;
+      if (op->rkey) {
+        detail::rkey_cache::release(op->rkey);
+        op->rkey = nullptr;
+      }
+      detail::drop_reply(op, UCS_ERR_CANCELED);
+    });
 
-    using clock = std::chrono::steady_clock;
     detail::closing_endpoint c;
+    c.was_failed = was_failed;
+    c.flush_deadline = std::chrono::steady_clock::now() + detail::domain_state::close_limit;
     if (p.detects_failure && !was_failed) {
       ucp_request_param_t fp{};
       if (ucs_status_ptr_t r = ucp_ep_flush_nbx(p.ep, &fp); UCS_PTR_IS_PTR(r)) c.flush = r;
-      const auto deadline = clock::now() + detail::domain_state::close_limit;
-      auto next_check = clock::now();
-      // on_peer_error sets p.failure when UCX gives up on the peer.
-      while (c.flush && p.failure == UCS_OK && clock::now() < deadline) {
-        ucp_worker_progress(d.worker);
-        detail::run_deferred(d);
-        detail::reap_request(c.flush);
-        if (p.same_node && clock::now() >= next_check) {
-          if (detail::process_gone(p.identity)) break;
-          next_check = clock::now() + std::chrono::milliseconds(20);
-        }
-      }
     }
-    if (p.failure == UCS_OK) p.failure = UCS_ERR_CANCELED;
-
-    // A dead shared-memory peer's endpoint is not closed at all: FORCE needs
-    // PEER mode (UCX 1.13 refuses it), and a graceful close would wait
-    // forever for operations the dead peer never serves. ucp_worker_destroy
-    // releases it (UCX warns about its unflushed operations).
-    if (p.detects_failure || !was_failed) {
-      ucp_request_param_t cp{};
-      cp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-      cp.flags = p.detects_failure ? UCP_EP_CLOSE_FLAG_FORCE : 0;
-      const ucs_status_ptr_t r = ucp_ep_close_nbx(p.ep, &cp);
-      if (UCS_PTR_IS_PTR(r))
-        c.close = r;
-      else if (UCS_PTR_STATUS(r) != UCS_OK)
-        std::fprintf(stderr, "fabrix ucx: ucp_ep_close_nbx: %s\n", ucs_status_string(UCS_PTR_STATUS(r)));
-    }
-    const auto deadline = clock::now() + detail::domain_state::close_limit;
-    while ((c.flush || c.close) && clock::now() < deadline) {
-      ucp_worker_progress(d.worker);
-      detail::run_deferred(d);
-      detail::reap_request(c.flush);
-      detail::reap_request(c.close);
-    }
-    detail::run_deferred(d);
-    // Requests UCX still holds must not reach the freed peer: detached ops
-    // complete as canceled when UCX lets go of them. Their rkeys go with the
-    // close requests, destroyed once those are done.
-    for (detail::op_slot* op = d.ops.begin(); op != d.ops.end(); ++op) {
-      if (op->in_use && op->peer == &p) {
-        op->peer = nullptr;
-        op->rkey = nullptr;
-      }
-    }
-    p.rkeys.drain_to(c.rkeys);
+    c.peer = std::move(p_);
     d.closing.push_back(std::move(c));
-    d.reap_closing();
-    p_.reset();
+    d.advance_closing();
   }
 
   std::unique_ptr<detail::peer_state> p_;
 };
 
 }  // namespace fabrix::ucx
+
+namespace fabrix::ucx::detail {
+
+// Starts the close of `c`'s endpoint (once its flush is over). A dead
+// shared-memory peer's endpoint is not closed at all: FORCE needs PEER mode
+// (UCX 1.13 refuses it), and a graceful close would wait forever for
+// operations the dead peer never serves. ucp_worker_destroy releases it (UCX
+// warns about its unflushed operations).
+inline void start_close(domain_state& d, closing_endpoint& c) noexcept {
+  (void)d;
+  peer_state& p = *c.peer;
+  c.close_started = true;
+  if (!p.detects_failure && c.was_failed) return;
+  ucp_request_param_t cp{};
+  cp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  cp.flags = p.detects_failure ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+  const ucs_status_ptr_t r = ucp_ep_close_nbx(p.ep, &cp);
+  if (UCS_PTR_IS_PTR(r))
+    c.close = r;
+  else if (UCS_PTR_STATUS(r) != UCS_OK)
+    std::fprintf(stderr, "fabrix ucx: ucp_ep_close_nbx: %s\n", ucs_status_string(UCS_PTR_STATUS(r)));
+}
+
+// Moves every closing endpoint on (no progress of its own): flushes that are
+// done, whose peer failed or died, or that ran out of time give way to the
+// close; endpoints whose requests are all done are released.
+inline void domain_state::advance_closing() noexcept {
+  using clock = std::chrono::steady_clock;
+  const auto now = clock::now();
+  const bool look_at_proc = now >= next_closing_check;
+  if (look_at_proc) next_closing_check = now + std::chrono::milliseconds(20);
+  std::erase_if(closing, [&](closing_endpoint& c) {
+    reap_request(c.flush);
+    if (!c.close_started) {
+      peer_state& p = *c.peer;
+      const bool peer_gone = p.failure != UCS_OK || (look_at_proc && p.same_node && process_gone(p.identity));
+      if (c.flush == nullptr || peer_gone || now >= c.flush_deadline) start_close(*this, c);
+    }
+    reap_request(c.close);
+    return c.close_started && c.flush == nullptr && c.close == nullptr;
+  });
+}
+
+inline domain_state::~domain_state() {
+  if (worker) {
+    const auto deadline = std::chrono::steady_clock::now() + 2 * close_limit;
+    for (advance_closing(); !closing.empty() && std::chrono::steady_clock::now() < deadline; advance_closing()) {
+      ucp_worker_progress(worker);
+      run_deferred(*this);
+    }
+    if (!closing.empty())
+      std::fprintf(stderr, "fabrix ucx: %zu endpoint close(s) did not finish in %lld ms; releasing them to UCX\n",
+                   closing.size(), static_cast<long long>(2 * close_limit.count()));
+    for (closing_endpoint& c : closing) {
+      if (c.flush) ucp_request_free(c.flush);
+      if (c.close) ucp_request_free(c.close);
+      std::vector<ucp_rkey_h> leaked;  // UCX may still use them: not destroyed
+      c.peer->rkeys.drain_to(leaked);
+    }
+    closing.clear();
+    ucp_worker_destroy(worker);
+  }
+  if (recv_dt) ucp_dt_destroy(recv_dt);
+  if (context) ucp_cleanup(context);
+}
+
+}  // namespace fabrix::ucx::detail

@@ -35,4 +35,31 @@ inline bool may_use_shared_memory(const std::string& tls) {
   return tls[0] == '^';  // an exclusion list keeps the transports it does not name
 }
 
+// True when a UCX_TLS list names only InfiniBand/RoCE transports whose RMA
+// and atomics the NIC performs and checks (rc, dc, with ud or ib for
+// wire-up): a region's key stops working when ucp_mem_unmap deregisters it.
+// Anything else (tcp, shared memory, self, cuda, the default "all", an
+// exclusion list) may have UCX emulate RMA in software, without any check at
+// the target, so fabrix checks those operations itself (rma.hpp).
+inline bool hardware_rma_only(const std::string& tls) {
+  static constexpr const char* ib[] = {"rc", "rc_v", "rc_verbs", "rc_x", "rc_mlx5", "dc", "dc_x", "dc_mlx5", "ib"};
+  static constexpr const char* wireup[] = {"ud", "ud_v", "ud_verbs", "ud_x", "ud_mlx5"};
+  if (tls.empty() || tls == "all" || tls[0] == '^') return false;
+  bool rma = false;
+  std::size_t start = 0;
+  while (start <= tls.size()) {
+    std::size_t end = tls.find(',', start);
+    if (end == std::string::npos) end = tls.size();
+    const std::string name = tls.substr(start, end - start);
+    bool known = false;
+    for (const char* s : ib)
+      if (name == s) known = rma = true;
+    for (const char* s : wireup)
+      if (name == s) known = true;
+    if (!known) return false;
+    start = end + 1;
+  }
+  return rma;
+}
+
 }  // namespace fabrix::ucx::detail

@@ -12,6 +12,7 @@
 #include <fabrix/detail/validate.hpp>
 #include <fabrix/operation.hpp>
 #include <fabrix/ucx/progress.hpp>
+#include <fabrix/ucx/rma.hpp>
 #include <fabrix/ucx/state.hpp>
 
 #include <cstring>
@@ -26,7 +27,55 @@ inline rkey_cache::entry* rkey_for(peer_state& p, const remote_buffer& rb) {
   if (rb.owner != p.recv_tag || rb.seal != rb.compute_seal(p.peer_secret)) return nullptr;
   ucp_rkey_h rkey = nullptr;
   if (ucp_ep_rkey_unpack(p.ep, rb.key.data(), &rkey) != UCS_OK) return nullptr;
-  return p.rkeys.add(rb, rkey);
+  rkey_cache::entry* e = p.rkeys.add(rb, rkey);
+  // Memory the peer had UCX allocate may be a shared-memory segment UCX has
+  // mapped here (sysv, posix): then it is used directly (direct_op).
+  void* mapped = nullptr;
+  if (p.same_node && (rb.epoch & ucx_allocated) != 0 && ucp_rkey_ptr(rkey, rb.address, &mapped) == UCS_OK)
+    e->mapped = static_cast<std::byte*>(mapped);
+  return e;
+}
+
+// A one-sided operation on a peer's UCX-allocated shared-memory segment,
+// mapped in this process: plain copies and CPU atomics (coherent with the
+// target's, which run on the same memory), done at once — what UCX's own
+// sysv/posix RMA does, without its per-operation cost. After the target
+// deregisters the region the segment lives on only in the processes that
+// still map it (sysv: IPC_RMID at creation; posix: unlinked), so such
+// operations can no longer reach the target's memory — they complete ok
+// into the orphaned segment (README: deregistration).
+inline void direct_op(const operation& o, std::byte* base) {
+  std::byte* at = base + o.remote.offset;
+  const local_slice& first = o.locals()[0];
+  switch (o.code) {
+    case opcode::write:
+    case opcode::write_with_imm:
+      for (const local_slice& l : o.locals()) {
+        if (l.length) std::memcpy(at, l.address, l.length);
+        at += l.length;
+      }
+      __atomic_thread_fence(__ATOMIC_RELEASE);
+      break;
+    case opcode::read:
+      for (const local_slice& l : o.locals()) {
+        if (l.length) std::memcpy(l.address, at, l.length);
+        at += l.length;
+      }
+      break;
+    case opcode::fetch_add: {
+      const std::uint64_t old = __atomic_fetch_add(reinterpret_cast<std::uint64_t*>(at), o.operand, __ATOMIC_SEQ_CST);
+      std::memcpy(first.address, &old, 8);
+      break;
+    }
+    case opcode::compare_swap: {
+      std::uint64_t expected = o.compare;
+      __atomic_compare_exchange_n(reinterpret_cast<std::uint64_t*>(at), &expected, o.operand, false, __ATOMIC_SEQ_CST,
+                                  __ATOMIC_SEQ_CST);
+      std::memcpy(first.address, &expected, 8);
+      break;
+    }
+    default: break;
+  }
 }
 
 inline status post_one(peer_state& p, const operation& o) {
@@ -41,8 +90,9 @@ inline status post_one(peer_state& p, const operation& o) {
     raddr = o.remote.buffer->address + o.remote.offset;
   }
   ucp_rkey_h rkey = held != nullptr ? held->key : nullptr;
-  op_slot* op = d.ops.take();
+  op_slot* op = o.code == opcode::recv ? d.recvs.take() : d.ops.take();
   if (op == nullptr) return status::again;
+  op->seq = ++d.next_seq;
   op->rkey = held;
   if (held != nullptr) rkey_cache::hold(held);
   op->in_use = true;
@@ -58,10 +108,25 @@ inline status post_one(peer_state& p, const operation& o) {
 
   ucp_request_param_t prm = request_param(op);
   const local_slice& first = o.locals()[0];
+  if (held != nullptr && (p.checked_rma || held->mapped)) {
+    if (o.code == opcode::write_with_imm) {
+      op->header.imm = o.imm;
+      op->header.bytes = o.remote.length;
+      op->header.sender = d.nonce;
+      ++p.imm_in_progress;
+    }
+    if (held->mapped)
+      direct_op(o, held->mapped);  // done now: completes below
+    else
+      post_checked(p, op, o, raddr);
+    request_done(op, UCS_OK);
+    return status::ok;
+  }
   switch (o.code) {
     case opcode::write_with_imm:
       op->header.imm = o.imm;
       op->header.bytes = o.remote.length;
+      op->header.sender = d.nonce;
       ++p.imm_in_progress;
       [[fallthrough]];
     case opcode::write:
@@ -91,15 +156,20 @@ inline status post_one(peer_state& p, const operation& o) {
     }
     case opcode::send: track(op, ucp_tag_send_nbx(p.ep, first.address, first.length, p.send_tag, &prm)); break;
     case opcode::recv:
-      prm.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+      // Generic datatype (progress.hpp): the buffer and its length are in
+      // the slot; UCX hands every fragment to recv_unpack.
+      prm.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL | UCP_OP_ATTR_FIELD_DATATYPE;
+      prm.datatype = d.recv_dt;
       prm.cb.recv = on_recv_done;
       op->c.bytes = 0;
-      track_recv(
-          op, [&] { return ucp_tag_recv_nbx(d.worker, first.address, first.length, p.recv_tag, ~ucp_tag_t{0}, &prm); });
+      op->c.peer = p.peer_id;
+      op->local[0] = ucp_dt_iov_t{first.address, first.length};
+      op->nlocal = 1;
+      track_recv(op, [&] { return ucp_tag_recv_nbx(d.worker, op, 1, p.recv_tag, ~ucp_tag_t{0}, &prm); });
       break;
     case opcode::flush:
       op->st = stage::user_flush;
-      if (p.imm_in_progress > 0) {  // wait until earlier notifications are out
+      if (p.imm_in_progress > 0 || p.checked_in_flight > 0) {  // earlier notifications and checked requests first
         op->pending = 0;
         p.parked_flushes.push_back(op);
         return status::ok;

@@ -7,17 +7,24 @@
 #include <fabrix/ucx/state.hpp>
 #include <fabrix/ucx/status.hpp>
 
+#include <algorithm>
 #include <cstring>
 
 namespace fabrix::ucx::detail {
 
 inline void stage_done(op_slot* op);
+inline void send_replies(domain_state& d);  // rma.hpp
 
-// Returns a finished slot to the pool, letting go of its rkey.
+// Returns a finished slot to its pool, letting go of its rkey.
 inline void release_slot(op_slot* op) noexcept {
   if (op->rkey != nullptr) rkey_cache::release(op->rkey);
   op->rkey = nullptr;
-  op->dom->ops.give_back(op);
+  if (op->from_recv_pool) {
+    op->dom->recvs.give_back(op);
+    op->from_recv_pool = true;  // give_back reset the slot
+  } else {
+    op->dom->ops.give_back(op);
+  }
 }
 
 // One UCX request of the op's current stage finished with `s`.
@@ -38,9 +45,34 @@ inline void on_send_done(void* request, ucs_status_t s, void* user) {
   ucp_request_free(request);
 }
 
+// Recvs use a generic datatype (domain_state::recv_dt) whose size is
+// unbounded, so UCX never truncates: unpack() keeps what fits in the buffer
+// (the message's first bytes), and the completion says truncated when the
+// message was longer. (UCX itself copies nothing of a fragment that does not
+// fit: UCS_ERR_MESSAGE_TRUNCATED with the buffer's bytes undefined.)
+inline void* recv_start_unpack(void*, void* buffer, size_t) { return buffer; }  // buffer: the op slot
+inline void* recv_start_pack(void*, const void*, size_t) { return nullptr; }
+inline size_t recv_packed_size(void*) { return std::size_t{1} << 46; }
+inline size_t recv_pack(void*, size_t, void*, size_t) { return 0; }
+inline ucs_status_t recv_unpack(void* state, size_t offset, const void* src, size_t length) {
+  auto* op = static_cast<op_slot*>(state);
+  const std::size_t cap = op->local[0].length;
+  if (offset < cap)
+    std::memcpy(static_cast<std::byte*>(op->local[0].buffer) + offset, src, std::min(length, cap - offset));
+  op->recv_length = std::max<std::uint64_t>(op->recv_length, offset + length);
+  return UCS_OK;
+}
+inline void recv_finish(void*) {}
+inline ucp_generic_dt_ops_t recv_dt_ops{recv_start_pack, recv_start_unpack, recv_packed_size,
+                                        recv_pack,       recv_unpack,       recv_finish};
+
 inline void on_recv_done(void* request, ucs_status_t s, const ucp_tag_recv_info_t* info, void* user) {
   auto* op = static_cast<op_slot*>(user);
-  if (s == UCS_OK && info) op->c.bytes = info->length;
+  if (s == UCS_OK && info) {
+    const std::uint64_t cap = op->local[0].length;
+    op->c.bytes = std::min<std::uint64_t>(info->length, cap);
+    if (info->length > cap) s = UCS_ERR_MESSAGE_TRUNCATED;  // the buffer holds the first `cap` bytes
+  }
   op->request = nullptr;
   request_done(op, s);
   ucp_request_free(request);
@@ -85,7 +117,7 @@ inline void fail_peer(domain_state& d, peer_state& p, ucs_status_t why);
 // Pushes the op's completion and settles write_with_imm accounting.
 inline void deliver(op_slot* op) {
   domain_state& d = *op->dom;
-  op->c.status = to_status(op->first_error);
+  op->c.status = op->first_error != UCS_OK ? to_status(op->first_error) : op->remote_status;
   op->c.native_code = static_cast<std::int32_t>(op->first_error);
   if (op->c.status != status::ok && op->c.op != opcode::recv) op->c.bytes = 0;
   d.ring.push(op->c);
@@ -96,10 +128,23 @@ inline void deliver(op_slot* op) {
   }
   if (op->c.op == opcode::write_with_imm && op->peer) {
     peer_state& p = *op->peer;
-    if (--p.imm_in_progress == 0) {
+    if (--p.imm_in_progress == 0 && p.checked_in_flight == 0) {
       while (op_slot* f = p.parked_flushes.pop_front()) d.deferred.push_back(f);
     }
   }
+}
+
+// A checked request's reply is in (or will never come): the peer's count of
+// them drops, and what waited for it to reach zero moves on.
+inline void checked_done(op_slot* op) {
+  op->checked = false;
+  if (op->peer == nullptr) return;
+  peer_state& p = *op->peer;
+  if (--p.checked_in_flight != 0) return;
+  domain_state& d = *op->dom;
+  while (op_slot* w = p.parked_imms.pop_front()) d.deferred.push_back(w);
+  if (p.imm_in_progress == 0)
+    while (op_slot* f = p.parked_flushes.pop_front()) d.deferred.push_back(f);
 }
 
 // Delivers the completion and returns the slot to the pool.
@@ -111,10 +156,16 @@ inline void complete(op_slot* op) {
 
 inline void stage_done(op_slot* op) {
   if (op->peer == nullptr && op->first_error == UCS_OK) op->first_error = UCS_ERR_CANCELED;  // detached
-  if (op->c.op == opcode::write_with_imm && op->first_error == UCS_OK) {
+  if (op->checked) checked_done(op);
+  if (op->c.op == opcode::write_with_imm && op->first_error == UCS_OK && op->remote_status == status::ok) {
     if (op->st == stage::data) {
       op->st = stage::imm_flush;
-      op->dom->deferred.push_back(op);
+      // Checked requests posted earlier on this queue pair must be in place
+      // before the notification goes (their replies say so).
+      if (op->peer->checked_in_flight > 0)
+        op->peer->parked_imms.push_back(op);
+      else
+        op->dom->deferred.push_back(op);
       return;
     }
     if (op->st == stage::imm_flush) {
@@ -146,6 +197,7 @@ inline void run_deferred(domain_state& d) {
     }
     request_done(op, UCS_OK);
   }
+  if (d.replies_head != nullptr) send_replies(d);
 }
 
 // Active-message handler for notifications: queues a remote_write_imm
@@ -167,24 +219,48 @@ inline ucs_status_t on_notify(void* arg, const void* header, size_t header_lengt
   c.op = opcode::remote_write_imm;
   c.imm = h.imm;
   c.bytes = h.bytes;
+  const peer_state* from = d->find_peer(h.sender);
+  c.peer = from ? from->peer_id : unknown_peer;
   d->ring.push(c);
   return UCS_OK;
 }
 
+// A checked request whose reply will not come (its peer failed or its queue
+// pair closed) stops waiting for it.
+inline void drop_reply(op_slot* op, ucs_status_t why) noexcept {
+  if (!op->awaiting_reply) return;
+  op->awaiting_reply = false;
+  request_done(op, why);
+}
+
 // The peer is gone: later posts are refused, and every operation waiting on
-// it completes now with `why`. UCX keeps their requests; the slots return to
-// the pool only if UCX ever completes them. Makes no UCX call, so it is safe
-// inside callbacks; queued stages of the peer's ops end in run_deferred().
+// it completes now with `why` — recvs included: they wait in the worker's tag
+// matching, not on the endpoint, so UCX never fails them; they are canceled
+// after progress (cancel_recvs). UCX keeps the other requests; the slots
+// return to the pool only when UCX completes them. Makes no UCX call, so it is
+// safe inside callbacks; queued stages of the peer's ops end in run_deferred().
 inline void fail_peer(domain_state& d, peer_state& p, ucs_status_t why) {
   p.failed = true;
   p.failure = why;
   while (op_slot* f = p.parked_flushes.pop_front()) d.deferred.push_back(f);
-  for (op_slot* op = d.ops.begin(); op != d.ops.end(); ++op) {
-    if (!op->in_use || op->abandoned || op->peer != &p || op->pending == 0) continue;
+  while (op_slot* w = p.parked_imms.pop_front()) d.deferred.push_back(w);
+  d.each_slot([&](op_slot* op) {
+    if (!op->in_use || op->abandoned || op->peer != &p || op->pending == 0) return;
     if (op->first_error == UCS_OK) op->first_error = why;
     op->abandoned = true;
+    if (op->c.op == opcode::recv) d.cancel_abandoned_recvs = true;
     deliver(op);
-  }
+    drop_reply(op, why);  // may release the slot
+  });
+}
+
+// Cancels the UCX requests of recvs whose completion went out early (their
+// peer failed). Not from inside a callback.
+inline void cancel_recvs(domain_state& d) {
+  if (!d.cancel_abandoned_recvs) return;
+  d.cancel_abandoned_recvs = false;
+  for (op_slot* op = d.recvs.begin(); op != d.recvs.end(); ++op)
+    if (op->in_use && op->abandoned && op->request) ucp_request_cancel(d.worker, op->request);
 }
 
 // Throttled: looks at watched peers about every 100 ms of polling.
@@ -209,10 +285,15 @@ inline void check_liveness(domain_state& d) {
   if (failed) run_deferred(d);  // end the dead peers' queued stages now
 }
 
+// UCX gave up on the peer (error-handling endpoints): everything on it ends
+// now, recvs included.
 inline void on_peer_error(void* arg, ucp_ep_h, ucs_status_t s) {
   auto* p = static_cast<peer_state*>(arg);
-  p->failed = true;
-  p->failure = s;
+  if (p->failed) {  // closing (which watches `failure`), or already failed
+    if (p->failure == UCS_OK) p->failure = s;
+    return;
+  }
+  fail_peer(*p->dom, *p, s);
 }
 
 }  // namespace fabrix::ucx::detail

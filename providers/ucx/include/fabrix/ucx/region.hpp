@@ -29,8 +29,13 @@ class region_impl {
   void* descriptor() const noexcept { return memh_; }
 
  private:
+  // The region leaves the target's table first: from then on checked
+  // requests through its remote_buffer are answered stale_key (rma.hpp).
   void release() noexcept {
-    if (memh_) ucp_mem_unmap(d_->context, memh_);
+    if (memh_) {
+      d_->regions.erase(rb_.epoch);
+      ucp_mem_unmap(d_->context, memh_);
+    }
     memh_ = nullptr;
   }
 

@@ -37,6 +37,10 @@ class key_cache {
     Handle key;
     std::uint32_t holds = 0;
     std::uint64_t last_use = 0;
+    // Where the region is mapped in this process, if it is (a UCX-allocated
+    // shared-memory segment of a peer on this node): its bytes are then
+    // reached with plain loads and stores. Null otherwise.
+    std::byte* mapped = nullptr;
   };
 
   key_cache() = default;
@@ -59,7 +63,7 @@ class key_cache {
   // Takes `key`, unpacked for `rb` (already verified), evicting first when full.
   entry* add(const remote_buffer& rb, Handle key) {
     if (entries_.size() >= capacity) evict_one();
-    entries_.push_back(std::make_unique<entry>(entry{rb, key, 0, ++clock_}));
+    entries_.push_back(std::make_unique<entry>(entry{rb, key, 0, ++clock_, nullptr}));
     return entries_.back().get();
   }
 

@@ -7,33 +7,91 @@
 #include <fabrix/detail/completion_ring.hpp>
 #include <fabrix/detail/siphash.hpp>
 #include <fabrix/detail/slot_pool.hpp>
+#include <fabrix/memory.hpp>
 #include <fabrix/remote_buffer.hpp>
 #include <fabrix/ucx/liveness.hpp>
 #include <fabrix/ucx/rkey_cache.hpp>
 
 #include <ucp/api/ucp.h>
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <deque>
+#include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace fabrix::ucx::detail {
 
+struct peer_state;
+struct domain_state;
+
 // Active-message ids on a fabrix worker.
 inline constexpr unsigned am_notify = 17;
-inline constexpr std::uint32_t notify_magic = 0x46425849;  // "FBXI"
+inline constexpr unsigned am_rma = 18;        // a checked one-sided request (rma.hpp)
+inline constexpr unsigned am_rma_reply = 19;  // its answer
+// Set in the epoch of regions UCX allocated (allocate_memory); sealed with
+// the rest of the remote_buffer.
+inline constexpr std::uint64_t ucx_allocated = std::uint64_t{1} << 63;
+inline constexpr std::uint32_t unknown_peer = 0xffffffffu;  // completion::peer from a domain we have no queue pair to
+inline constexpr std::uint32_t notify_magic = 0x46425849;   // "FBXI"
+inline constexpr std::uint32_t rma_magic = 0x46425852;      // "FBXR"
+inline constexpr std::uint32_t reply_magic = 0x46425841;    // "FBXA"
 
 // The whole payload of a write_with_imm notification (an AM header).
 struct notify_header {
   std::uint32_t magic = notify_magic;
   std::uint32_t imm = 0;
   std::uint64_t bytes = 0;
+  std::uint64_t sender = 0;  // the sending domain's nonce: names the queue pair (completion::peer)
 };
 
-struct peer_state;
-struct domain_state;
+// A one-sided operation fabrix carries itself (rma.hpp): the AM header; a
+// write's bytes are the AM's payload.
+enum class rma_kind : std::uint8_t { write = 1, read, fetch_add, compare_swap };
+struct rma_header {
+  std::uint32_t magic = rma_magic;
+  rma_kind kind = rma_kind::write;
+  std::uint8_t pad[3] = {};
+  std::uint32_t index = 0;    // the initiator's op slot, echoed in the reply
+  std::uint32_t seq = 0;      // and its use number: a late or forged reply matches nothing
+  std::uint64_t sender = 0;   // the initiator domain's nonce: the reply goes to its queue pair
+  std::uint64_t epoch = 0;    // the target region (remote_buffer::epoch)
+  std::uint64_t address = 0;  // target address and length
+  std::uint64_t length = 0;
+  std::uint64_t operand = 0;  // fetch_add: the addend; compare_swap: the value to swap in
+  std::uint64_t compare = 0;  // compare_swap: the expected value
+};
+struct rma_reply_header {
+  std::uint32_t magic = reply_magic;
+  std::uint32_t index = 0;
+  std::uint32_t seq = 0;
+  std::uint8_t result = 0;  // a fabrix::status
+  std::uint8_t pad[3] = {};
+  std::uint64_t sender = 0;  // the target domain's nonce
+  std::uint64_t value = 0;   // atomics: the old value
+};
+
+// A live registration as the target sees it: what a checked request may touch.
+struct region_entry {
+  std::uintptr_t address = 0;
+  std::uint64_t length = 0;
+  access rights = access::local;
+};
+
+// An answer to a checked request, waiting to be sent (run_deferred) or in
+// flight. Pooled by the domain; `data` keeps its capacity between uses, so
+// reads allocate only when they are larger than any before.
+struct reply_slot {
+  rma_reply_header h{};
+  domain_state* dom = nullptr;
+  peer_state* to = nullptr;     // while queued
+  std::vector<std::byte> data;  // a read's bytes, copied out of the region when the request was checked
+  reply_slot* next = nullptr;
+};
 
 // The unpacked rkeys of one endpoint (rkey_cache.hpp).
 using rkey_cache = key_cache<ucp_rkey_h, &ucp_rkey_destroy>;
@@ -51,12 +109,21 @@ struct op_slot {
   ucs_status_t first_error = UCS_OK;
   stage st = stage::data;
   bool in_use = false;
-  bool abandoned = false;             // completion delivered early (dead peer); UCX still owns requests
-  notify_header header{};             // AM header: must live until the AM completes
-  std::uint64_t operand = 0;          // atomic operand buffer: must live until completion
-  rkey_cache::entry* rkey = nullptr;  // held while UCX may use it: until the slot goes back (release_slot)
-  op_slot* next = nullptr;            // deferred / parked list link
-  op_slot* next_free = nullptr;       // slot_pool link
+  bool abandoned = false;                // completion delivered early (dead peer); UCX still owns requests
+  bool from_recv_pool = false;           // taken from domain_state::recvs, not ::ops
+  bool checked = false;                  // carried as a checked request (rma.hpp)
+  bool awaiting_reply = false;           // a checked request whose reply has not come yet
+  status remote_status = status::ok;     // what the target's check said
+  std::uint32_t seq = 0;                 // use number, echoed by replies
+  rma_header rma{};                      // AM header of a checked request: must live until the AM completes
+  std::uint32_t nlocal = 0;              // local slices of a checked request / recv buffer
+  std::array<ucp_dt_iov_t, 16> local{};  // checked read/atomic: where the reply's bytes go; write: the payload
+  std::uint64_t recv_length = 0;         // recv: the message's full length (truncation)
+  notify_header header{};                // AM header: must live until the AM completes
+  std::uint64_t operand = 0;             // atomic operand buffer: must live until completion
+  rkey_cache::entry* rkey = nullptr;     // held while UCX may use it: until the slot goes back (release_slot)
+  op_slot* next = nullptr;               // deferred / parked list link
+  op_slot* next_free = nullptr;          // slot_pool link
 };
 
 // Intrusive FIFO of slots (no allocation).
@@ -83,14 +150,20 @@ struct op_list {
   }
 };
 
-// What is left of a closed endpoint while UCX still works on it: its flush
-// and close requests (nullptr once done) and the rkeys those requests may
-// still use. The domain finishes these in poll()/wait() and, bounded, before
-// destroying the worker.
+// A closed queue pair's endpoint while UCX still works on it. The domain
+// moves every closing endpoint on in poll()/wait() — together, so closing
+// many costs one timeout, not one each — and, bounded, before destroying the
+// worker: flush (error-handling endpoints to a live peer) until it completes,
+// the peer fails or flush_deadline; then close. The peer state (UCX's error
+// handler argument, the rkeys the requests may use) lives until both
+// requests are done.
 struct closing_endpoint {
+  std::unique_ptr<peer_state> peer;
   void* flush = nullptr;
   void* close = nullptr;
-  std::vector<ucp_rkey_h> rkeys;
+  bool close_started = false;
+  bool was_failed = false;
+  std::chrono::steady_clock::time_point flush_deadline{};
 };
 
 // Frees `req` (a request posted without callback) once it has completed.
@@ -115,50 +188,76 @@ struct domain_state {
   bool cuda_memory = false;
   fabrix::detail::completion_ring ring;
   fabrix::detail::slot_pool<op_slot> ops;
+  fabrix::detail::slot_pool<op_slot> recvs;  // posted recvs: their own bound (max_posted_recvs)
+  std::uint32_t next_seq = 0;
   op_list deferred;                         // slots whose next stage starts in poll()
   std::uint64_t dropped_notifications = 0;  // malformed notify AMs from peers
+  std::uint64_t dropped_requests = 0;       // malformed or unattributable checked requests / replies
   process_identity self = self_identity();
   std::vector<peer_state*> watched;  // peers whose liveness fabrix checks itself
   std::chrono::steady_clock::time_point next_liveness_check{};
   std::uint32_t polls_since_check = 0;
-  std::vector<closing_endpoint> closing;  // endpoints whose close outlived their teardown
+  std::vector<closing_endpoint> closing;  // endpoints UCX still closes
+  std::chrono::steady_clock::time_point next_closing_check{};
+  bool cancel_abandoned_recvs = false;  // a peer failed inside a callback: cancel its recvs after progress
+  ucp_datatype_t recv_dt = 0;           // generic datatype of recvs (truncation keeps the prefix)
 
-  explicit domain_state(std::size_t max_outstanding) : ring(max_outstanding), ops(max_outstanding) {}
+  // Checked one-sided operations (rma.hpp): live registrations by epoch, the
+  // queue pairs by peer domain nonce, and the replies to send.
+  std::unordered_map<std::uint64_t, region_entry> regions;
+  std::unordered_map<std::uint64_t, peer_state*> peers;
+  std::vector<peer_state*> connected;
+  std::deque<reply_slot> reply_store;  // stable addresses; grows, never shrinks
+  reply_slot* free_replies = nullptr;
+  reply_slot* replies_head = nullptr;  // replies to send in run_deferred, in order
+  reply_slot* replies_tail = nullptr;
+
+  explicit domain_state(std::size_t max_outstanding, std::size_t max_posted_recvs = 1024)
+      : ring(max_outstanding + max_posted_recvs), ops(max_outstanding), recvs(max_posted_recvs) {
+    for (op_slot* s = recvs.begin(); s != recvs.end(); ++s) s->from_recv_pool = true;
+  }
   domain_state(const domain_state&) = delete;
   domain_state& operator=(const domain_state&) = delete;
 
-  // Frees the requests of closing endpoints that have completed, and their
-  // rkeys once both requests are done. No UCX progress of its own.
-  void reap_closing() noexcept {
-    std::erase_if(closing, [](closing_endpoint& c) {
-      reap_request(c.flush);
-      reap_request(c.close);
-      if (c.flush || c.close) return false;
-      for (ucp_rkey_h k : c.rkeys) ucp_rkey_destroy(k);
-      return true;
-    });
+  peer_state* find_peer(std::uint64_t nonce) const noexcept {
+    auto it = peers.find(nonce);
+    return it == peers.end() ? nullptr : it->second;
+  }
+  void add_peer(peer_state* p);
+  void remove_peer(peer_state* p) noexcept;
+
+  reply_slot* take_reply() {
+    reply_slot* r = free_replies;
+    if (r)
+      free_replies = r->next;
+    else
+      r = &reply_store.emplace_back();
+    r->next = nullptr;
+    r->dom = this;
+    return r;
+  }
+  void give_back_reply(reply_slot* r) noexcept {
+    r->to = nullptr;
+    r->next = free_replies;
+    free_replies = r;
   }
 
-  // Order: every endpoint close is finished (progressing the worker, at most
-  // `close_limit`) before the worker is destroyed — UCX asserts on close
-  // requests the user still holds. A close that still has not finished is
-  // released to UCX (which completes it while destroying the worker); its
-  // rkeys are then leaked rather than freed under a live request.
-  ~domain_state() {
-    if (worker) {
-      const auto deadline = std::chrono::steady_clock::now() + close_limit;
-      for (reap_closing(); !closing.empty() && std::chrono::steady_clock::now() < deadline; reap_closing())
-        ucp_worker_progress(worker);
-      for (closing_endpoint& c : closing) {
-        std::fprintf(stderr, "fabrix ucx: an endpoint close did not finish in %lld ms; releasing it to UCX\n",
-                     static_cast<long long>(close_limit.count()));
-        if (c.flush) ucp_request_free(c.flush);
-        if (c.close) ucp_request_free(c.close);
-      }
-      ucp_worker_destroy(worker);
-    }
-    if (context) ucp_cleanup(context);
+  // Calls f(slot) for every slot of both pools (in use or not).
+  template <class F>
+  void each_slot(F&& f) {
+    for (op_slot* op = ops.begin(); op != ops.end(); ++op) f(op);
+    for (op_slot* op = recvs.begin(); op != recvs.end(); ++op) f(op);
   }
+
+  void advance_closing() noexcept;  // endpoint.hpp
+
+  // Order: every endpoint close is finished (progressing the worker, at most
+  // 2 x close_limit for all of them together) before the worker is destroyed
+  // — UCX asserts on close requests the user still holds. A close that still
+  // has not finished is released to UCX (which completes it while destroying
+  // the worker); its rkeys are then leaked rather than freed under a live
+  // request.
+  ~domain_state();
 
   // How long a close may wait for a live peer (its flush) and for UCX.
   static constexpr std::chrono::milliseconds close_limit{2000};
@@ -176,9 +275,30 @@ struct peer_state {
   bool same_node = false;                  // the peer process can be checked in /proc (liveness.hpp)
   process_identity identity;               // the peer process, for the liveness check
   ucs_status_t failure = UCS_OK;
+  bool checked_rma = true;  // one-sided ops go as checked requests (rma.hpp), not UCX RMA
   std::uint32_t imm_in_progress = 0;
-  op_list parked_flushes;
-  rkey_cache rkeys;  // unpacked once per remote region, bounded
+  std::uint32_t checked_in_flight = 0;  // checked requests whose reply has not come
+  op_list parked_flushes;               // flushes waiting for notifications and checked requests
+  op_list parked_imms;                  // write_with_imm notifications waiting for earlier checked requests
+  rkey_cache rkeys;                     // unpacked once per remote region, bounded
 };
+
+inline void domain_state::add_peer(peer_state* p) {
+  connected.push_back(p);
+  peers.try_emplace(p->recv_tag, p);
+}
+
+// Another queue pair to the same peer domain, if any, answers for it next.
+inline void domain_state::remove_peer(peer_state* p) noexcept {
+  std::erase(connected, p);
+  auto it = peers.find(p->recv_tag);
+  if (it == peers.end() || it->second != p) return;
+  peers.erase(it);
+  for (peer_state* q : connected)
+    if (q->recv_tag == p->recv_tag) {
+      peers.emplace(q->recv_tag, q);
+      break;
+    }
+}
 
 }  // namespace fabrix::ucx::detail
