@@ -56,8 +56,10 @@ struct completion {
   std::int32_t native_code = 0;  // provider's own code when status is an error
   // remote_write_imm and recv: the peer id of the queue pair the message
   // arrived on (queue_pair::peer_id(); connect_all makes it the sender's
-  // rank). 0 for other operations.
+  // rank), or unknown_peer when this domain has no queue pair to the sender.
+  // 0 for other operations.
   std::uint32_t peer = 0;
+  static constexpr std::uint32_t unknown_peer = 0xffffffffu;
 };
 
 }  // namespace fabrix

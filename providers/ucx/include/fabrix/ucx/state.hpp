@@ -36,7 +36,7 @@ inline constexpr unsigned am_rma_reply = 19;  // its answer
 // Set in the epoch of regions UCX allocated (allocate_memory); sealed with
 // the rest of the remote_buffer.
 inline constexpr std::uint64_t ucx_allocated = std::uint64_t{1} << 63;
-inline constexpr std::uint32_t unknown_peer = 0xffffffffu;  // completion::peer from a domain we have no queue pair to
+inline constexpr std::uint32_t unknown_peer = completion::unknown_peer;
 inline constexpr std::uint32_t notify_magic = 0x46425849;   // "FBXI"
 inline constexpr std::uint32_t rma_magic = 0x46425852;      // "FBXR"
 inline constexpr std::uint32_t reply_magic = 0x46425841;    // "FBXA"
