@@ -37,9 +37,9 @@ inline constexpr unsigned am_rma_reply = 19;  // its answer
 // the rest of the remote_buffer.
 inline constexpr std::uint64_t ucx_allocated = std::uint64_t{1} << 63;
 inline constexpr std::uint32_t unknown_peer = completion::unknown_peer;
-inline constexpr std::uint32_t notify_magic = 0x46425849;   // "FBXI"
-inline constexpr std::uint32_t rma_magic = 0x46425852;      // "FBXR"
-inline constexpr std::uint32_t reply_magic = 0x46425841;    // "FBXA"
+inline constexpr std::uint32_t notify_magic = 0x46425849;  // "FBXI"
+inline constexpr std::uint32_t rma_magic = 0x46425852;     // "FBXR"
+inline constexpr std::uint32_t reply_magic = 0x46425841;   // "FBXA"
 
 // The whole payload of a write_with_imm notification (an AM header).
 struct notify_header {
