@@ -75,7 +75,7 @@ class domain_impl {
     std::random_device rd;
     d->nonce = ((static_cast<std::uint64_t>(rd()) << 32) ^ rd()) & ~detail::notify_tag_bit;
     for (auto& b : d->secret) b = static_cast<std::uint8_t>(rd());
-    // Our key table (key_table.hpp), after removing those of processes gone.
+    // Our key table (detail/key_table.hpp), after removing those of processes gone.
     detail::remove_stale_shm_regions();
     d->keys.name = detail::key_table_name(d->self.pid, d->nonce);
     d->keys.map = detail::key_table_map::open(d->keys.name, true);

@@ -4,10 +4,12 @@
 // target address of byte `off` is remote_buffer::address + off; without it
 // the target address is the offset itself (offset addressing, the
 // registration's base is 0). slot: the region's entry in its domain's key
-// table (key_table.hpp), or no_slot. Decoding anything else — another size,
-// version or unknown flags — fails; it never reads outside the bytes given.
+// table (fabrix/detail/key_table.hpp), or no_slot. Decoding anything else —
+// another size, version or unknown flags — fails; it never reads outside the
+// bytes given.
 #pragma once
 
+#include <fabrix/detail/key_table.hpp>
 #include <fabrix/detail/little_endian.hpp>
 
 #include <cstddef>
@@ -19,7 +21,8 @@ namespace fabrix::ofi::detail {
 
 inline constexpr std::size_t key_blob_size = 14;
 inline constexpr std::uint8_t key_version = 2;
-inline constexpr std::uint32_t no_slot = 0xffffffffu;  // not in the key table: not checked by peers
+// Not in the key table: not checked by peers.
+inline constexpr std::uint32_t no_slot = fabrix::detail::key_table_no_slot;
 inline constexpr std::uint8_t key_flag_virt_addr = 1;
 
 struct remote_key {

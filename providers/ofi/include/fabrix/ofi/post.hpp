@@ -132,7 +132,7 @@ inline status post_one(peer_state& p, const operation& o) {
   op_slot* op = take_slot(d, o.code == opcode::recv);
   if (op == nullptr) return status::again;
   fill_slot(d, p, op, o, key);
-  // The target deregistered the region (its key table says so, key_table.hpp):
+  // The target deregistered the region (its key table says so, detail/key_table.hpp):
   // nothing goes to libfabric, which would drop (shm) or disconnect (tcp).
   if (key && key_is_stale(p, *key, o.remote.buffer->epoch)) {
     hold_stale(d, op);

@@ -234,23 +234,8 @@ inline std::string shm_region_name(std::uint64_t nonce) {
   return buf;
 }
 
-inline void remove_stale_shm_regions() {
-  DIR* dir = ::opendir("/dev/shm");
-  if (!dir) return;
-  const uid_t me = ::geteuid();
-  while (const dirent* e = ::readdir(dir)) {
-    int pid = 0;
-    char rest[32] = {};
-    if (std::sscanf(e->d_name, "fabrix_%d_%16[0-9a-f]", &pid, rest) != 2 || std::strlen(rest) != 16 || pid <= 0)
-      continue;
-    struct stat st {};
-    const std::string path = std::string("/dev/shm/") + e->d_name;
-    if (::stat(path.c_str(), &st) != 0 || st.st_uid != me) continue;
-    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // its process still runs (or is not ours to judge)
-    ::shm_unlink(e->d_name);
-  }
-  ::closedir(dir);
-}
+// Regions and key tables of processes gone (fabrix/detail/key_table.hpp).
+using fabrix::detail::remove_stale_shm_regions;
 
 // How long an RMA or atomic may stay in flight before it fails its peer with
 // timed_out (see expire_operations in progress.hpp). FABRIX_OFI_OP_TIMEOUT_MS

@@ -6,11 +6,11 @@
 
 #include <fabrix/completion.hpp>
 #include <fabrix/detail/completion_ring.hpp>
+#include <fabrix/detail/key_table.hpp>
 #include <fabrix/detail/process_identity.hpp>
 #include <fabrix/detail/siphash.hpp>
 #include <fabrix/detail/slot_pool.hpp>
 #include <fabrix/ofi/key.hpp>
-#include <fabrix/ofi/key_table.hpp>
 #include <fabrix/ofi/status.hpp>
 #include <fabrix/remote_buffer.hpp>
 
@@ -28,6 +28,13 @@
 #include <vector>
 
 namespace fabrix::ofi::detail {
+
+// The key table is provider-independent (fabrix/detail/key_table.hpp); the
+// slot travels in the key bytes (key.hpp).
+using fabrix::detail::key_table;
+using fabrix::detail::key_table_map;
+using fabrix::detail::key_table_name;
+using fabrix::detail::key_table_slots;
 
 // Local slices per operation that a slot can hold (the runtime limit is the
 // provider's iov_limit, if smaller).

@@ -1,44 +1,51 @@
 // A domain's key table: which of its registrations are alive, readable by
-// its peers on the same node, so that an operation through the key of a
-// deregistered region is refused by the initiator before libfabric sees it.
+// its peers on the same node, so that an operation through the remote_buffer
+// of a deregistered region is refused by the initiator before the transport
+// sees it. Provider-independent; the providers say how the slot travels and
+// when a table is consulted (ofi: key.hpp and post.hpp; ucx: state.hpp and
+// post.hpp).
 //
-// Why: neither tested libfabric provider answers a stale key in a way that
-// leaves the queue pair usable. shm 1.17's target drops the operation
-// without a response (the initiator waits forever, and its endpoint stays
-// wedged behind it); tcp 1.17's target shuts the connection down, which
-// cancels everything in flight on it in both directions.
+// Why: the transport cannot be trusted to answer a stale key itself. ofi:
+// neither tested libfabric provider does so in a way that leaves the queue
+// pair usable (shm 1.17's target drops the operation without a response;
+// tcp 1.17's target shuts the connection down). ucx: memory UCX allocated
+// in a shared-memory segment is written directly by peers that map it, and
+// after deregistration the segment lives on in their mappings.
 //
 // How: a shared-memory object "/fabrix_<pid>_<nonce>_keys" (mode 0600) of
 // key_table_slots 8-byte entries. A registration takes a slot and stores its
-// remote_buffer epoch there; deregistration stores 0 before fi_close. The
-// slot travels in the key bytes (key.hpp). A peer on this node maps the
-// table read-only at connect and, before posting an RMA or atomic through a
-// remote_buffer, loads its slot (one acquire load): another value than the
-// buffer's epoch fails the operation, and nothing is posted. Epochs are
-// never reused within a domain, so a reused slot never revives an old key.
-// Slot 0 says whether the domain is open (1) or closed (0): a region that
-// went away with its whole domain is the peer's departure, not a stale key
-// (post.hpp). No table (another node or user, table full): the provider's
-// own behaviour (README).
+// remote_buffer epoch there; deregistration stores 0 before the transport
+// forgets the region. The slot travels sealed in the remote_buffer (where is
+// the provider's choice). A peer on this node maps the table read-only at
+// connect and, before an RMA or atomic through a remote_buffer that names a
+// slot, loads it (one acquire load): another value than the buffer's epoch
+// fails the operation, and nothing is done. Epochs are never reused within a
+// domain, so a reused slot never revives an old key. Slot 0 says whether the
+// domain is open (1) or closed (0): a region that went away with its whole
+// domain is the peer's departure, not a stale key. No table (another node or
+// user, shm_open failed, table full): the provider's own behaviour (README).
 #pragma once
 
-#include <fabrix/ofi/key.hpp>
-
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
 
-namespace fabrix::ofi::detail {
+namespace fabrix::detail {
 
 inline constexpr std::uint32_t key_table_slots = 1u << 16;
+inline constexpr std::uint32_t key_table_no_slot = 0xffffffffu;  // key_table::take: no table, or it is full
 inline constexpr std::size_t key_table_bytes = key_table_slots * sizeof(std::uint64_t);
 
 inline std::string key_table_name(std::uint32_t pid, std::uint64_t nonce) {
@@ -120,9 +127,10 @@ struct key_table {
     if (map.mapped()) map.store(0, 1);
   }
 
-  // A slot holding `epoch`, or no_slot when there is no table or it is full.
+  // A slot holding `epoch`, or key_table_no_slot when there is no table or it
+  // is full.
   std::uint32_t take(std::uint64_t epoch) {
-    if (!map.mapped()) return no_slot;
+    if (!map.mapped()) return key_table_no_slot;
     std::uint32_t slot;
     if (!free_slots.empty()) {
       slot = free_slots.back();
@@ -130,7 +138,7 @@ struct key_table {
     } else if (next_fresh < key_table_slots) {
       slot = next_fresh++;
     } else {
-      return no_slot;
+      return key_table_no_slot;
     }
     map.store(slot, epoch);
     return slot;
@@ -143,4 +151,25 @@ struct key_table {
   }
 };
 
-}  // namespace fabrix::ofi::detail
+// Removes shared-memory objects "fabrix_<pid>_<16 hex digits>..." (key
+// tables, ofi's shm regions) of this user whose process is gone: a process
+// that ends without closing its domain (killed, or _Exit) leaves them behind.
+inline void remove_stale_shm_regions() {
+  DIR* dir = ::opendir("/dev/shm");
+  if (!dir) return;
+  const uid_t me = ::geteuid();
+  while (const dirent* e = ::readdir(dir)) {
+    int pid = 0;
+    char rest[32] = {};
+    if (std::sscanf(e->d_name, "fabrix_%d_%16[0-9a-f]", &pid, rest) != 2 || std::strlen(rest) != 16 || pid <= 0)
+      continue;
+    struct stat st {};
+    const std::string path = std::string("/dev/shm/") + e->d_name;
+    if (::stat(path.c_str(), &st) != 0 || st.st_uid != me) continue;
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // its process still runs (or is not ours to judge)
+    ::shm_unlink(e->d_name);
+  }
+  ::closedir(dir);
+}
+
+}  // namespace fabrix::detail
