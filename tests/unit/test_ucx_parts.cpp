@@ -313,10 +313,11 @@ TEST_CASE("ucx allocate_memory: registered host memory of the asked size; empty 
 TEST_CASE("ucx allocated shared memory: a peer on this node reaches it directly, without the target polling") {
   fabrix::domain_options o;
   o.transport = "sysv,posix";
-  auto target = fabrix::ucx::domain::create(o);
+  auto created = fabrix::ucx::domain::create(o);
   auto initiator = fabrix::ucx::domain::create(o);
-  REQUIRE(target);
+  REQUIRE(created);
   REQUIRE(initiator);
+  std::optional<fabrix::ucx::domain> target(std::move(*created));
   auto allocated = target->allocate_memory(4096, fabrix::access::all_remote);
   REQUIRE(allocated);
   std::optional<fabrix::memory_region<fabrix::ucx::provider>> region(std::move(*allocated));
@@ -351,9 +352,42 @@ TEST_CASE("ucx allocated shared memory: a peer on this node reaches it directly,
   std::memcpy(&now, region->data(), 8);
   CHECK(old == 0);
   CHECK(now == 3);
-  // Deregistered: the segment lives on only where it is still mapped, so the
-  // old key's writes cannot reach the target's memory; they complete.
+  // Deregistered: the segment lives on only where it is still mapped (the
+  // orphaned segment), but the target's key table says the region is gone,
+  // so every operation through the old key completes stale_key and changes
+  // nothing, here or there.
   region.reset();
   REQUIRE(qp->write(ms->slice(0, 64), rb.slice(0, 64), 3) == status::ok);
-  CHECK(finish(3) == status::ok);
+  CHECK(finish(3) == status::stale_key);
+  std::memset(src.data(), 0x11, 64);
+  REQUIRE(qp->read(ms->slice(0, 64), rb.slice(0, 64), 4) == status::ok);
+  CHECK(finish(4) == status::stale_key);
+  REQUIRE(qp->fetch_add(ms->slice(0, 8), rb.slice(0, 8), 1, 5) == status::ok);
+  CHECK(finish(5) == status::stale_key);
+  REQUIRE(qp->write_with_imm(ms->slice(0, 8), rb.slice(0, 8), 9, 6) == status::ok);
+  CHECK(finish(6) == status::stale_key);
+  CHECK(std::all_of(src.begin(), src.end(), [](std::byte b) { return b == std::byte{0x11}; }));
+  // A new region may take the old one's slot; the old key stays refused, and
+  // the new region is untouched.
+  auto allocated_again = target->allocate_memory(4096, fabrix::access::all_remote);
+  REQUIRE(allocated_again);
+  std::optional<fabrix::memory_region<fabrix::ucx::provider>> again(std::move(*allocated_again));
+  std::memset(again->data(), 0, 4096);
+  REQUIRE(qp->write(ms->slice(0, 64), rb.slice(0, 64), 7) == status::ok);
+  CHECK(finish(7) == status::stale_key);
+  CHECK(std::all_of(again->data(), again->data() + 4096, [](std::byte b) { return b == std::byte{0}; }));
+  REQUIRE(qp->write(ms->slice(0, 64), again->remote().slice(0, 64), 8) == status::ok);
+  CHECK(finish(8) == status::ok);
+  CHECK(again->data()[0] == std::byte{0x11});
+  // The target's domain closes (its regions first): the peer is gone, not
+  // its key.
+  const fabrix::remote_buffer rb2 = again->remote();
+  again.reset();
+  target.reset();
+  const status st = qp->write(ms->slice(0, 64), rb2.slice(0, 64), 9);
+  if (st == status::ok) {
+    CHECK(finish(9) == status::peer_unreachable);
+  } else {
+    CHECK(st == status::peer_unreachable);
+  }
 }

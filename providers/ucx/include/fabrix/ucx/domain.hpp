@@ -119,6 +119,12 @@ class domain_impl {
     std::random_device rd;
     d->nonce = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
     for (auto& b : d->secret) b = static_cast<std::uint8_t>(rd());
+    // Our key table (fabrix/detail/key_table.hpp), after removing those of
+    // processes gone. Best effort: without it, allocated regions take no slot.
+    fabrix::detail::remove_stale_shm_regions();
+    d->keys.name = fabrix::detail::key_table_name(d->self.pid, d->nonce);
+    d->keys.map = fabrix::detail::key_table_map::open(d->keys.name, true);
+    d->keys.opened();
     return domain_impl(std::move(d));
   }
 
@@ -193,6 +199,15 @@ class domain_impl {
     rb.length = len;
     rb.owner = d_->nonce;
     rb.epoch = d_->next_epoch++ | epoch_flags;
+    // An allocated region peers on this node may use directly takes a slot in
+    // our key table: they check it before each operation (post.hpp).
+    if ((epoch_flags & detail::ucx_allocated) != 0) {
+      const std::uint32_t slot = d_->keys.take(rb.epoch);
+      if (slot != fabrix::detail::key_table_no_slot) {
+        rb.epoch |= static_cast<std::uint64_t>(slot) << detail::key_slot_shift;
+        d_->keys.map.store(slot, rb.epoch);
+      }
+    }
     d_->regions[rb.epoch] = detail::region_entry{rb.address, rb.length, rights};  // what checked requests may touch
     rb.key_size = static_cast<std::uint16_t>(packed_size);
     std::memcpy(rb.key.data(), packed, packed_size);
@@ -279,6 +294,11 @@ class domain_impl {
     // One-sided operations are checked by the target (rma.hpp) unless every
     // transport UCX may use does RMA in hardware, whose keys the NIC checks.
     p->checked_rma = !detail::hardware_rma_only(d_->transport);
+    // A peer on this node: its key table says which of its allocated regions
+    // are alive (post.hpp). Not there (another user, no table): unchecked.
+    if (p->same_node)
+      p->peer_keys =
+          fabrix::detail::key_table_map::open(fabrix::detail::key_table_name(p->identity.pid, p->recv_tag), false);
     const ucs_status_t s = ucp_ep_create(d_->worker, &ep, &p->ep);
     if (s != UCS_OK) return detail::fail(s, "ucp_ep_create");
     if (!p->detects_failure) d_->watched.push_back(p.get());

@@ -41,9 +41,10 @@ inline rkey_cache::entry* rkey_for(peer_state& p, const remote_buffer& rb) {
 // target's, which run on the same memory), done at once — what UCX's own
 // sysv/posix RMA does, without its per-operation cost. After the target
 // deregisters the region the segment lives on only in the processes that
-// still map it (sysv: IPC_RMID at creation; posix: unlinked), so such
-// operations can no longer reach the target's memory — they complete ok
-// into the orphaned segment (README: deregistration).
+// still map it (sysv: IPC_RMID at creation; posix: unlinked), so an
+// operation first checks the region's slot in the target's key table
+// (direct_refusal); without a table or slot it would complete ok into the
+// orphaned segment (README: deregistration).
 inline void direct_op(const operation& o, std::byte* base) {
   std::byte* at = base + o.remote.offset;
   const local_slice& first = o.locals()[0];
@@ -76,6 +77,15 @@ inline void direct_op(const operation& o, std::byte* base) {
     }
     default: break;
   }
+}
+
+// Why a direct operation through `rb` must not run (status::ok: it may):
+// the target cleared the region's key-table slot (stale_key), or closed its
+// whole domain (peer_unreachable). One acquire load while the region lives.
+inline status direct_refusal(const peer_state& p, const remote_buffer& rb) noexcept {
+  const std::uint32_t slot = key_slot_of(rb.epoch);
+  if (slot == 0 || !p.peer_keys.mapped() || p.peer_keys.load(slot) == rb.epoch) return status::ok;
+  return p.peer_keys.load(0) != 0 ? status::stale_key : status::peer_unreachable;
 }
 
 inline status post_one(peer_state& p, const operation& o) {
@@ -115,10 +125,17 @@ inline status post_one(peer_state& p, const operation& o) {
       op->header.sender = d.nonce;
       ++p.imm_in_progress;
     }
-    if (held->mapped)
-      direct_op(o, held->mapped);  // done now: completes below
-    else
+    if (held->mapped) {  // done now (or refused): completes below
+      const status refused = direct_refusal(p, *o.remote.buffer);
+      if (refused == status::ok)
+        direct_op(o, held->mapped);
+      else if (refused == status::stale_key)
+        op->remote_status = refused;
+      else
+        op->first_error = UCS_ERR_UNREACHABLE;  // the peer is gone: fails it, and what waits on it (deliver)
+    } else {
       post_checked(p, op, o, raddr);
+    }
     request_done(op, UCS_OK);
     return status::ok;
   }

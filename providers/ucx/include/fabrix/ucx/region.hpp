@@ -29,11 +29,14 @@ class region_impl {
   void* descriptor() const noexcept { return memh_; }
 
  private:
-  // The region leaves the target's table first: from then on checked
-  // requests through its remote_buffer are answered stale_key (rma.hpp).
+  // The region leaves the target's tables first: from then on checked
+  // requests through its remote_buffer are answered stale_key (rma.hpp), and
+  // peers on this node that use an allocated region directly see its key
+  // table slot cleared (post.hpp).
   void release() noexcept {
     if (memh_) {
       d_->regions.erase(rb_.epoch);
+      if (const std::uint32_t slot = detail::key_slot_of(rb_.epoch); slot != 0) d_->keys.release(slot);
       ucp_mem_unmap(d_->context, memh_);
     }
     memh_ = nullptr;

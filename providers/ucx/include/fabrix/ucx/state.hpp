@@ -5,6 +5,7 @@
 
 #include <fabrix/completion.hpp>
 #include <fabrix/detail/completion_ring.hpp>
+#include <fabrix/detail/key_table.hpp>
 #include <fabrix/detail/siphash.hpp>
 #include <fabrix/detail/slot_pool.hpp>
 #include <fabrix/memory.hpp>
@@ -36,6 +37,15 @@ inline constexpr unsigned am_rma_reply = 19;  // its answer
 // Set in the epoch of regions UCX allocated (allocate_memory); sealed with
 // the rest of the remote_buffer.
 inline constexpr std::uint64_t ucx_allocated = std::uint64_t{1} << 63;
+// Such a region's slot in its domain's key table (fabrix/detail/key_table.hpp)
+// sits in the 16 epoch bits below the flag, sealed too; 0: no slot (no table,
+// or it was full), not checked. The epoch counter keeps the low 47 bits.
+inline constexpr unsigned key_slot_shift = 47;
+inline constexpr std::uint64_t key_slot_mask = std::uint64_t{0xffff} << key_slot_shift;
+static_assert(fabrix::detail::key_table_slots - 1 <= (key_slot_mask >> key_slot_shift));
+inline constexpr std::uint32_t key_slot_of(std::uint64_t epoch) noexcept {
+  return static_cast<std::uint32_t>((epoch & key_slot_mask) >> key_slot_shift);
+}
 inline constexpr std::uint32_t unknown_peer = completion::unknown_peer;
 inline constexpr std::uint32_t notify_magic = 0x46425849;  // "FBXI"
 inline constexpr std::uint32_t rma_magic = 0x46425852;     // "FBXR"
@@ -181,6 +191,10 @@ struct domain_state {
   std::uint64_t nonce = 0;            // random: names this domain in remote_buffers and tags
   fabrix::detail::seal_key secret{};  // random: seals our remote_buffers; given to connected peers
   std::uint64_t next_epoch = 1;
+  // Which of our UCX-allocated regions are alive, for peers on this node that
+  // use them directly (post.hpp). Not mapped: shm_open failed; those regions
+  // then take no slot.
+  fabrix::detail::key_table keys;
   std::string transport;  // UCX_TLS in force, for describe()
   // ucp_context_query lists UCS_MEMORY_TYPE_CUDA: this UCX build (its cuda
   // transports) registers and moves device memory itself. Debian 12's UCX
@@ -281,6 +295,8 @@ struct peer_state {
   op_list parked_flushes;               // flushes waiting for notifications and checked requests
   op_list parked_imms;                  // write_with_imm notifications waiting for earlier checked requests
   rkey_cache rkeys;                     // unpacked once per remote region, bounded
+  // The peer domain's key table, when it is on this node (post.hpp).
+  fabrix::detail::key_table_map peer_keys;
 };
 
 inline void domain_state::add_peer(peer_state* p) {
