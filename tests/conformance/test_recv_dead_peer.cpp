@@ -69,16 +69,17 @@ TEST_CASE_TEMPLATE("conformance: closing many queue pairs to a peer that does no
         auto mb = env.reg(buf);
         auto peers = env.share(mb);
         auto addresses = fxt::must(env.boot.allgather(fxt::must(env.dom.address(), "address")), "allgather");
+        // Twenty more queue pairs between the two ranks (both sides connect:
+        // verbs pairs the k-th connect() of each side).
+        std::vector<fabrix::queue_pair<P>> more;
+        for (int i = 0; i < count; ++i) more.push_back(fxt::must(env.dom.connect(addresses[1 - env.rank]), "connect"));
         if (env.rank == 1) {
           env.boot.barrier().value();
           std::this_thread::sleep_for(std::chrono::seconds(8));  // alive, not polling
           env.boot.barrier().value();
           return;
         }
-        // Twenty more queue pairs to rank 1, each with a write it cannot
-        // finish while rank 1 sleeps.
-        std::vector<fabrix::queue_pair<P>> more;
-        for (int i = 0; i < count; ++i) more.push_back(fxt::must(env.dom.connect(addresses[1]), "connect"));
+        // Each of rank 0's gets a write that rank 1 cannot serve while it sleeps.
         env.boot.barrier().value();  // rank 1 sleeps now
         for (int i = 0; i < count; ++i) {
           const status s = more[i].write(mb.slice(i * 64, 64), peers[1].slice(i * 64, 64), i);
