@@ -55,7 +55,14 @@ inline void direct_op(const operation& o, std::byte* base) {
         if (l.length) std::memcpy(at, l.address, l.length);
         at += l.length;
       }
+      // The bytes before whatever announces them (a notification, a flag the
+      // caller writes next). gcc refuses thread fences under TSan, which
+      // cannot see this process-shared segment's other side anyway.
+#if defined(__SANITIZE_THREAD__)
+      __atomic_signal_fence(__ATOMIC_RELEASE);
+#else
       __atomic_thread_fence(__ATOMIC_RELEASE);
+#endif
       break;
     case opcode::read:
       for (const local_slice& l : o.locals()) {
