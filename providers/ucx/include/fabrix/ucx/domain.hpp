@@ -291,13 +291,9 @@ class domain_impl {
       ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
       p->detects_failure = false;
     }
-    // One-sided operations are checked by the target (rma.hpp) on every
-    // transport. Even where the NIC does RMA (UCX_TLS naming only IB/RoCE
-    // transports, detail::hardware_rma_only), UCX's registration cache keeps
-    // a region's memory key registered after ucp_mem_unmap, so the NIC would
-    // still accept a deregistered region's key: seen on soft-RoCE (rc_verbs),
-    // where such a write completed ok and landed (README: deregistration).
-    p->checked_rma = true;
+    // One-sided operations are checked by the target (rma.hpp) unless every
+    // transport UCX may use does RMA in hardware, whose keys the NIC checks.
+    p->checked_rma = !detail::hardware_rma_only(d_->transport);
     // A peer on this node: its key table says which of its allocated regions
     // are alive (post.hpp). Not there (another user, no table): unchecked.
     if (p->same_node)
