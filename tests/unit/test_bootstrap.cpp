@@ -6,6 +6,8 @@
 
 #include <fabrix/bootstrap.hpp>
 
+#include "child_process.hpp"
+
 #include "../../src/bootstrap/address.hpp"
 #include "../../src/bootstrap/wire.hpp"
 
@@ -99,55 +101,9 @@ int derived_port(const std::string& root) {
 
 // ---- processes -----------------------------------------------------------
 
-// Runs `body` in a child process, which exits with its return value.
-pid_t spawn(const std::function<int()>& body) {
-  std::fflush(nullptr);
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    int rc = 3;
-    try {
-      rc = body();
-    } catch (...) {  // a doctest REQUIRE in a helper: never unwind into doctest's copy in this process
-      std::fprintf(stderr, "child %d: failed (exception)\n", static_cast<int>(::getpid()));
-    }
-    ::_exit(rc);
-  }
-  return pid;
-}
-
-// The child's exit code; -1 when it did not exit normally (it is then killed
-// and reaped after `limit`, so a hung child fails the test instead of hanging it).
-int reap(pid_t pid, std::chrono::milliseconds limit = 15s) {
-  const auto until = steady::now() + limit;
-  for (;;) {
-    int st = 0;
-    const pid_t r = ::waitpid(pid, &st, WNOHANG);
-    if (r == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    if (r < 0) return -2;
-    if (steady::now() >= until) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &st, 0);
-      return -3;
-    }
-    std::this_thread::sleep_for(5ms);
-  }
-}
-
-#define CHILD_CHECK(rank, cond)                                                                            \
-  do {                                                                                                     \
-    if (!(cond)) {                                                                                         \
-      std::fprintf(stderr, "child rank %d: %s:%d: check failed: %s\n", (rank), __FILE__, __LINE__, #cond); \
-      return 1;                                                                                            \
-    }                                                                                                      \
-  } while (0)
-
-template <class R>
-bool report(int rank, const R& r, const char* what) {
-  if (r) return true;
-  std::fprintf(stderr, "rank %d: %s failed: %s\n", rank, what, r.error().describe().c_str());
-  return false;
-}
+using fxt_child::report;
+using fxt_child::spawn;
+int reap(pid_t pid, std::chrono::milliseconds limit = 15s) { return fxt_child::reap(pid, limit); }
 
 double seconds_since(steady::time_point t0) { return std::chrono::duration<double>(steady::now() - t0).count(); }
 

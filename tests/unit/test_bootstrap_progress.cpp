@@ -11,6 +11,8 @@
 #include <fabrix/connect.hpp>
 #include <fabrix/ucx.hpp>
 
+#include "child_process.hpp"
+
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -27,53 +29,9 @@ using steady = std::chrono::steady_clock;
 
 namespace {
 
-pid_t spawn(const std::function<int()>& body) {
-  std::fflush(nullptr);
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    int rc = 3;
-    try {
-      rc = body();
-    } catch (...) {
-      std::fprintf(stderr, "child %d: failed (exception)\n", static_cast<int>(::getpid()));
-    }
-    std::fflush(nullptr);
-    ::_exit(rc);
-  }
-  return pid;
-}
-
-int reap(pid_t pid, std::chrono::milliseconds limit = 30s) {
-  const auto until = steady::now() + limit;
-  for (;;) {
-    int st = 0;
-    const pid_t r = ::waitpid(pid, &st, WNOHANG);
-    if (r == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    if (r < 0) return -2;
-    if (steady::now() >= until) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &st, 0);
-      return -3;
-    }
-    std::this_thread::sleep_for(5ms);
-  }
-}
-
-#define RANK_CHECK(rank, cond)                                                                       \
-  do {                                                                                               \
-    if (!(cond)) {                                                                                   \
-      std::fprintf(stderr, "rank %d: %s:%d: check failed: %s\n", (rank), __FILE__, __LINE__, #cond); \
-      return 1;                                                                                      \
-    }                                                                                                \
-  } while (0)
-
-template <class R>
-bool ok(int rank, const R& r, const char* what) {
-  if (r) return true;
-  std::fprintf(stderr, "rank %d: %s failed: %s\n", rank, what, r.error().describe().c_str());
-  return false;
-}
+using fxt_child::report;
+using fxt_child::spawn;
+int reap(pid_t pid, std::chrono::milliseconds limit = 30s) { return fxt_child::reap(pid, limit); }
 
 constexpr std::size_t buffer_bytes = 64 * 1024;
 constexpr std::uint64_t read_token = 77;
@@ -101,55 +59,55 @@ int run_rank(int rank, fabrix::bootstrap& boot, bool with_hook) {
   fabrix::domain_options dopts;
   dopts.transport = "tcp";
   auto dom = fabrix::ucx::domain::create(dopts);
-  if (!ok(rank, dom, "domain")) return 1;
+  if (!report(rank, dom, "domain")) return 1;
   std::vector<std::byte> buf(buffer_bytes);
   if (rank == 0)
     for (std::size_t i = 0; i < buf.size(); ++i) buf[i] = pattern(i);
   auto mr = dom->register_memory(buf, fabrix::access::remote_read);
-  if (!ok(rank, mr, "register_memory")) return 1;
+  if (!report(rank, mr, "register_memory")) return 1;
   std::vector<fabrix::completion> polled;  // what the progress callback polled: kept, never dropped
   auto qps = fabrix::connect_all(*dom, boot, polled);
-  if (!ok(rank, qps, "connect_all")) return 1;
+  if (!report(rank, qps, "connect_all")) return 1;
   auto peers = fabrix::exchange(boot, mr->remote(), *dom, polled);
-  if (!ok(rank, peers, "exchange")) return 1;
+  if (!report(rank, peers, "exchange")) return 1;
 
   if (rank == 0) {
     const auto t0 = steady::now();
     auto b = with_hook ? boot.barrier(fabrix::bootstrap_progress(*dom, polled)) : boot.barrier();
-    if (!ok(0, b, "barrier while rank 1 reads")) return 1;
+    if (!report(0, b, "barrier while rank 1 reads")) return 1;
     std::fprintf(stderr, "rank 0 (%s): barrier took %.3f s\n", with_hook ? "hook" : "no hook",
                  std::chrono::duration<double>(steady::now() - t0).count());
     // Serve rank 1 until it is done (it reads here in the run without the hook).
     auto b2 = boot.barrier(fabrix::bootstrap_progress(*dom, polled));
-    if (!ok(0, b2, "final barrier")) return 1;
-    for (const auto& c : polled) RANK_CHECK(0, c.status == fabrix::status::ok);
+    if (!report(0, b2, "final barrier")) return 1;
+    for (const auto& c : polled) CHILD_CHECK(0, c.status == fabrix::status::ok);
     return 0;
   }
 
   std::fill(buf.begin(), buf.end(), std::byte{0});
   const auto t0 = steady::now();
   const auto posted = (*qps)[0].read(mr->slice(0, buffer_bytes), (*peers)[0].slice(0, buffer_bytes), read_token);
-  RANK_CHECK(1, posted == fabrix::status::ok);
+  CHILD_CHECK(1, posted == fabrix::status::ok);
   fabrix::status st = fabrix::status::in_progress;
   if (with_hook) {
     // Rank 0 is in its barrier (it cannot leave before we join), yet serves the read.
     const bool done = wait_read(*dom, 3000ms, st);
     std::fprintf(stderr, "rank 1 (hook): read %s after %.3f s while rank 0 waited in the barrier\n",
                  done ? "completed" : "DID NOT complete", std::chrono::duration<double>(steady::now() - t0).count());
-    RANK_CHECK(1, done);
-    if (!ok(1, boot.barrier(), "barrier")) return 1;
+    CHILD_CHECK(1, done);
+    if (!report(1, boot.barrier(), "barrier")) return 1;
   } else {
     // The stall this fixes: no completion while rank 0 sits in its barrier.
     const bool done = wait_read(*dom, 1000ms, st);
     std::fprintf(stderr, "rank 1 (no hook): read %s within 1 s while rank 0 waited in the barrier\n",
                  done ? "completed" : "stalled");
-    RANK_CHECK(1, !done);
-    if (!ok(1, boot.barrier(), "barrier")) return 1;  // releases rank 0, which then polls (with the hook)
-    RANK_CHECK(1, wait_read(*dom, 3000ms, st));
+    CHILD_CHECK(1, !done);
+    if (!report(1, boot.barrier(), "barrier")) return 1;  // releases rank 0, which then polls (with the hook)
+    CHILD_CHECK(1, wait_read(*dom, 3000ms, st));
   }
-  RANK_CHECK(1, st == fabrix::status::ok);
-  for (std::size_t i = 0; i < buf.size(); ++i) RANK_CHECK(1, buf[i] == pattern(i));
-  if (!ok(1, boot.barrier(), "final barrier")) return 1;
+  CHILD_CHECK(1, st == fabrix::status::ok);
+  for (std::size_t i = 0; i < buf.size(); ++i) CHILD_CHECK(1, buf[i] == pattern(i));
+  if (!report(1, boot.barrier(), "final barrier")) return 1;
   return 0;
 }
 
@@ -161,12 +119,12 @@ void run_job(bool with_hook) {
   const std::string where = "127.0.0.1:" + std::to_string(root->port());
   const pid_t r0 = spawn([&] {
     auto b = root->accept();
-    if (!ok(0, b, "accept")) return 1;
+    if (!report(0, b, "accept")) return 1;
     return run_rank(0, *b, with_hook);
   });
   const pid_t r1 = spawn([&] {
     auto b = fabrix::bootstrap::create(1, 2, where, "progress-test", opts);
-    if (!ok(1, b, "create")) return 1;
+    if (!report(1, b, "create")) return 1;
     return run_rank(1, *b, with_hook);
   });
   const auto t0 = steady::now();
@@ -194,25 +152,25 @@ TEST_CASE("bootstrap progress: the callback runs while waiting, and may not re-e
   const std::string where = "127.0.0.1:" + std::to_string(root->port());
   const pid_t r0 = spawn([&] {
     auto b = root->accept();
-    if (!ok(0, b, "accept")) return 1;
+    if (!report(0, b, "accept")) return 1;
     int calls = 0;
     fabrix::status nested = fabrix::status::ok;
     auto r = b->barrier([&] {
       if (calls++ == 0) nested = b->barrier().code();
     });
-    if (!ok(0, r, "barrier")) return 1;
+    if (!report(0, r, "barrier")) return 1;
     std::fprintf(stderr, "rank 0: %d progress calls during a ~300 ms wait\n", calls);
-    RANK_CHECK(0, calls >= 20);  // every few ms (2 ms by default)
-    RANK_CHECK(0, nested == fabrix::status::invalid_argument);
-    RANK_CHECK(0, b->barrier());  // the nested call did not break the object
+    CHILD_CHECK(0, calls >= 20);  // every few ms (2 ms by default)
+    CHILD_CHECK(0, nested == fabrix::status::invalid_argument);
+    CHILD_CHECK(0, b->barrier());  // the nested call did not break the object
     return 0;
   });
   const pid_t r1 = spawn([&] {
     auto b = fabrix::bootstrap::create(1, 2, where, "reenter", {5000ms, 5000ms});
-    if (!ok(1, b, "create")) return 1;
+    if (!report(1, b, "create")) return 1;
     std::this_thread::sleep_for(300ms);
-    RANK_CHECK(1, b->barrier());
-    RANK_CHECK(1, b->barrier());
+    CHILD_CHECK(1, b->barrier());
+    CHILD_CHECK(1, b->barrier());
     return 0;
   });
   CHECK(reap(r0) == 0);
