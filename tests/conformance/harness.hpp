@@ -11,6 +11,7 @@
 #include <fabrix/fabrix.hpp>
 
 #include "crash_report.hpp"
+#include "hang_report.hpp"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -92,9 +93,13 @@ inline void run_ranks(int n, const std::function<void(int, fabrix::bootstrap&)>&
     }
     if (left == 0) break;
     if (std::chrono::steady_clock::now() > deadline) {
-      for (int r = 0; r < n; ++r)
-        if (statuses[r] == -1) ::kill(pids[r], SIGKILL);
-      FAIL_CHECK("ranks did not finish within " << limit.count() << " s (killed)");
+      std::string hung;
+      for (int r = 0; r < n; ++r) {
+        if (statuses[r] != -1) continue;
+        hung += "rank " + std::to_string(r) + " was at:\n" + stack_of(pids[r]);
+        ::kill(pids[r], SIGKILL);
+      }
+      FAIL_CHECK("ranks did not finish within " << limit.count() << " s (killed)\n" << hung);
       for (int r = 0; r < n; ++r)
         if (statuses[r] == -1) ::waitpid(pids[r], &statuses[r], 0);
       return;

@@ -5,6 +5,8 @@
 
 #include <doctest/doctest.h>
 
+#include "../conformance/hang_report.hpp"
+
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -44,6 +46,8 @@ inline int reap(pid_t pid, std::chrono::milliseconds limit) {
     if (r == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     if (r < 0) return -2;
     if (std::chrono::steady_clock::now() >= until) {
+      std::fprintf(stderr, "child %d still running after %lld ms, killed; it was at:\n%s", static_cast<int>(pid),
+                   static_cast<long long>(limit.count()), fxt::stack_of(pid).c_str());
       ::kill(pid, SIGKILL);
       ::waitpid(pid, &st, 0);
       return -3;
