@@ -107,6 +107,12 @@ int reap(pid_t pid, std::chrono::milliseconds limit = 15s) { return fxt_child::r
 
 double seconds_since(steady::time_point t0) { return std::chrono::duration<double>(steady::now() - t0).count(); }
 
+// Upper bounds on "it gave up after its timeout" are the timeout plus this:
+// CI runs these tests beside forked conformance ranks on two cores, where a
+// process can wait seconds to be scheduled. The checks are about bounded
+// waits and the right status, not speed; a hang still fails.
+constexpr double sched_slack_s = 6.0;
+
 // ---- the data a job exchanges --------------------------------------------
 
 std::byte pattern(int rank, int round, std::size_t i) {
@@ -860,16 +866,17 @@ TEST_CASE("a second process claiming a rank already joined is refused") {
 
 TEST_CASE("a peer that never connects: accept() times out, naming the missing rank") {
   const std::string token = "missing";
-  auto root = bootstrap::listen(3, "127.0.0.1:0", token, {1000ms, 1000ms});
+  auto root = bootstrap::listen(3, "127.0.0.1:0", token, {2000ms, 2000ms});
   REQUIRE(root);
   const std::uint16_t port = root->port();
-  // Rank 1 comes; rank 2 never does. Rank 1 learns the job failed when rank 0 gives up.
+  // Rank 1 comes (2 s is ample for a fork to connect, even on a loaded
+  // machine); rank 2 never does. Rank 1 learns the job failed when rank 0 gives up.
   const pid_t kid = spawn([&] {
     const auto t0 = steady::now();
     auto r = bootstrap::create(1, 3, loopback(port), token, {5000ms, 5000ms});
     CHILD_CHECK(1, !r);
     CHILD_CHECK(1, r.code() == status::peer_unreachable);
-    CHILD_CHECK(1, seconds_since(t0) < 4.0);
+    CHILD_CHECK(1, seconds_since(t0) < 2.0 + sched_slack_s);
     return 0;
   });
   const auto t0 = steady::now();
@@ -880,8 +887,8 @@ TEST_CASE("a peer that never connects: accept() times out, naming the missing ra
   CAPTURE(b.error().message);
   CHECK(contains(b.error().message, "rank(s) 2 "));
   CHECK(contains(b.error().message, loopback(port)));
-  CHECK(took >= 0.9);
-  CHECK(took < 3.0);
+  CHECK(took >= 1.9);
+  CHECK(took < 2.0 + sched_slack_s);
   CHECK(reap(kid) == 0);
 }
 
@@ -897,7 +904,7 @@ TEST_CASE("a root that does not exist or never answers: create() fails within co
     CHECK(contains(b.error().message, loopback(port)));
     CHECK(contains(b.error().message, "rank 1"));
     CHECK(took >= 0.9);
-    CHECK(took < 3.0);
+    CHECK(took < 1.0 + sched_slack_s);
   }
   SUBCASE("something listens but never speaks") {
     const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -915,7 +922,7 @@ TEST_CASE("a root that does not exist or never answers: create() fails within co
     REQUIRE_FALSE(b);
     CHECK(b.code() == status::timed_out);
     CHECK(took >= 0.9);
-    CHECK(took < 3.0);
+    CHECK(took < 1.0 + sched_slack_s);
   }
 }
 
@@ -955,7 +962,7 @@ TEST_CASE("a peer killed before a collective: rank 0's allgather fails fast, the
   CHECK(all.code() == status::peer_unreachable);
   CAPTURE(all.error().message);
   CHECK(contains(all.error().message, "rank 2 (127.0.0.1:"));
-  CHECK(took < 3.0);
+  CHECK(took < 3.0 + sched_slack_s);  // peer_unreachable above: found, not timed out
   CHECK(b->barrier().code() == status::peer_unreachable);
   CHECK(reap(survivor) == 0);
 }
@@ -973,7 +980,7 @@ TEST_CASE("a peer that hangs (SIGSTOP): the collective times out on every rank")
     auto ok = b->barrier();
     CHILD_CHECK(1, !ok);
     CHILD_CHECK(1, ok.code() == status::timed_out);
-    CHILD_CHECK(1, seconds_since(t0) < 3.0);
+    CHILD_CHECK(1, seconds_since(t0) < 1.0 + sched_slack_s);
     return 0;
   });
   const pid_t sleeper = spawn([&] {
@@ -992,7 +999,7 @@ TEST_CASE("a peer that hangs (SIGSTOP): the collective times out on every rank")
   CAPTURE(ok.error().message);
   CHECK(contains(ok.error().message, "rank 2"));
   CHECK(took >= 0.9);
-  CHECK(took < 3.0);
+  CHECK(took < 1.0 + sched_slack_s);
   CHECK(reap(survivor) == 0);
   ::kill(sleeper, SIGKILL);
   reap(sleeper);
@@ -1023,7 +1030,7 @@ TEST_CASE("ranks calling different collectives are detected on both sides") {
   CHECK(contains(all.error().message, "rank 1"));
   CHECK(contains(all.error().message, "barrier #1"));
   CHECK(contains(all.error().message, "allgather #1"));
-  CHECK(seconds_since(t0) < 2.0);
+  CHECK(seconds_since(t0) < 5.0 + sched_slack_s);
   CHECK(reap(kid) == 0);
 }
 
@@ -1083,7 +1090,7 @@ TEST_CASE("rank 0 dies: a peer's collective fails instead of hanging") {
   CHECK(all.code() == status::peer_unreachable);
   CAPTURE(all.error().message);
   CHECK(contains(all.error().message, loopback(port)));
-  CHECK(seconds_since(t0) < 2.0);
+  CHECK(seconds_since(t0) < 5.0 + sched_slack_s);
   CHECK(reap(root_proc) == -1);
 }
 
@@ -1125,6 +1132,8 @@ struct watched {
   void kill_rest() {
     for (pid_t p : pids) {
       if (codes.count(p)) continue;
+      std::fprintf(stderr, "child %d still running, killed; it was at:\n%s", static_cast<int>(p),
+                   fxt::stack_of(p).c_str());
       ::kill(p, SIGKILL);
       ::waitpid(p, nullptr, 0);
       codes[p] = -3;
@@ -1604,7 +1613,7 @@ TEST_CASE("a rank that rank 0 drops before the handshake finishes retries, and s
     CHILD_CHECK(1, contains(b.error().message, "closed the connection before the handshake finished"));
     CHILD_CHECK(1, contains(b.error().message, "evicted under load?"));
     CHILD_CHECK(1, contains(b.error().message, "retried"));
-    CHILD_CHECK(1, seconds_since(t0) >= 0.9 && seconds_since(t0) < 3.0);
+    CHILD_CHECK(1, seconds_since(t0) >= 0.9 && seconds_since(t0) < 1.0 + sched_slack_s);
     return 0;
   }));
   int dropped = 0;
