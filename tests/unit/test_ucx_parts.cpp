@@ -177,6 +177,30 @@ TEST_CASE("ucx transports: only InfiniBand/RoCE-only lists do RMA in hardware; e
   CHECK_FALSE(ud::hardware_rma_only("^tcp"));
 }
 
+TEST_CASE("ucx direct registration: UCX_IB_REG_METHODS=direct only around ucp_init, and a user's value stands") {
+  ::unsetenv("UCX_IB_REG_METHODS");
+  {
+    const ud::direct_registration_scope off(false);
+    CHECK_FALSE(off.active());
+    CHECK(std::getenv("UCX_IB_REG_METHODS") == nullptr);
+  }
+  {
+    const ud::direct_registration_scope on(true);
+    CHECK(on.active());
+    REQUIRE(std::getenv("UCX_IB_REG_METHODS") != nullptr);
+    CHECK(std::string(std::getenv("UCX_IB_REG_METHODS")) == "direct");
+  }
+  CHECK(std::getenv("UCX_IB_REG_METHODS") == nullptr);  // restored: other UCX users keep their cache
+  ::setenv("UCX_IB_REG_METHODS", "rcache,direct", 1);
+  {
+    const ud::direct_registration_scope user(true);
+    CHECK_FALSE(user.active());
+    CHECK(std::string(std::getenv("UCX_IB_REG_METHODS")) == "rcache,direct");
+  }
+  CHECK(std::string(std::getenv("UCX_IB_REG_METHODS")) == "rcache,direct");
+  ::unsetenv("UCX_IB_REG_METHODS");
+}
+
 TEST_CASE("ucx checked requests: the target touches only live regions, in bounds, with the right") {
   ud::domain_state d(16);
   d.nonce = 0x1111;

@@ -17,6 +17,7 @@
 #include <fabrix/remote_buffer.hpp>
 #include <fabrix/result.hpp>
 #include <fabrix/ucx/address.hpp>
+#include <fabrix/ucx/direct_registration.hpp>
 #include <fabrix/ucx/endpoint.hpp>
 #include <fabrix/ucx/fifo_workaround.hpp>
 #include <fabrix/ucx/progress.hpp>
@@ -81,7 +82,10 @@ class domain_impl {
     params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
     params.features = UCP_FEATURE_RMA | UCP_FEATURE_AMO64 | UCP_FEATURE_TAG | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
     params.name = "fabrix";
-    s = ucp_init(&params, config, &d->context);
+    {
+      const detail::direct_registration_scope direct(detail::hardware_rma_only(d->transport));
+      s = ucp_init(&params, config, &d->context);
+    }
     ucp_config_release(config);
     if (s != UCS_OK) return detail::fail(s, "ucp_init with UCX_TLS=" + d->transport);
 
