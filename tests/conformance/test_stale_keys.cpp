@@ -20,6 +20,14 @@ namespace {
 
 bool stale(status s) { return s == status::stale_key || s == status::access_denied; }
 
+#define FX_CHECK_STALE(completion_)                                                \
+  do {                                                                             \
+    const status fx_got_ = (completion_).status;                                   \
+    if (!stale(fx_got_))                                                           \
+      ::fxt::rank_fail("stale(" #completion_ ".status)", __FILE__, __LINE__,       \
+                       "(got " + std::string(::fabrix::to_string(fx_got_)) + ")"); \
+  } while (0)
+
 }  // namespace
 
 TEST_CASE_TEMPLATE("conformance: operations through a deregistered region's key fail and change nothing", P,
@@ -46,26 +54,53 @@ TEST_CASE_TEMPLATE("conformance: operations through a deregistered region's key 
     }
     env.boot.barrier().value();  // rank 1 has deregistered both
 
+    // Whether rank 0's queue pair to rank 1 still works after the refusal:
+    // not on an RC queue pair (verbs: the NIC's refusal puts it in the error
+    // state), nor where a write completes locally and the refusal surfaces
+    // as the connection's failure (UCX over RDMA transports: the NIC refuses
+    // a key that ucp_mem_unmap deregistered, UCX fails the endpoint).
+    std::byte qp_usable{1};
     if (env.rank == 0) {
-      const bool rc_queue_pair = env.dom.provider() == fabrix::provider_id::verbs;
       fxt::fill(local.data(), 64, 9);
       FX_CHECK_STATUS(env.qps[1].write(ml.slice(0, 64), kept_peers[1].slice(0, 64), 1), status::ok);
       const completion w = env.next_token(1);
-      FX_CHECK(stale(w.status));
-      if (!rc_queue_pair) {  // an RC queue pair is in the error state after its first error completion
+      if (w.status == status::ok) {
+        // Completed locally (UCX's meaning of a completion): the NIC's
+        // refusal must show by the next flush at the latest, when it is
+        // posted (the connection has failed already) or when it completes.
+        const status posted = env.qps[1].flush(6);
+        if (posted == status::ok) {
+          if (env.next_token(6).status == status::ok)
+            ::fxt::rank_fail("the write or a flush after it failed", __FILE__, __LINE__);
+        } else {
+          FX_CHECK(posted == status::peer_unreachable);
+        }
+        qp_usable = std::byte{0};
+      } else {
+        FX_CHECK_STALE(w);
+        if (env.dom.provider() == fabrix::provider_id::verbs) qp_usable = std::byte{0};
+      }
+      if (qp_usable == std::byte{1}) {
         FX_CHECK_STATUS(env.qps[1].write(ml.slice(0, 64), mapped_peers[1].slice(0, 64), 2), status::ok);
-        FX_CHECK(stale(env.next_token(2).status));
+        FX_CHECK_STALE(env.next_token(2));
         FX_CHECK_STATUS(env.qps[1].read(ml.slice(64, 64), kept_peers[1].slice(0, 64), 3), status::ok);
-        FX_CHECK(stale(env.next_token(3).status));
+        FX_CHECK_STALE(env.next_token(3));
         if (env.dom.caps().atomics) {
           FX_CHECK_STATUS(env.qps[1].fetch_add(ml.slice(128, 8), kept_peers[1].slice(0, 8), 1, 4), status::ok);
-          FX_CHECK(stale(env.next_token(4).status));
+          FX_CHECK_STALE(env.next_token(4));
         }
         // The queue pair still works for live regions.
         env.complete_ok(env.qps[1].write_with_imm(ml.slice(0, 64), live_peers[1].slice(0, 64), 77, 5), 5);
       }
-    } else {
-      if (env.dom.provider() != fabrix::provider_id::verbs) {
+    }
+    // Polls while it waits: UCX finishes wiring an endpoint only while both sides progress.
+    std::vector<completion> polled;
+    const auto verdict =
+        env.boot.allgather(std::span<const std::byte>(&qp_usable, 1), fabrix::bootstrap_progress(env.dom, polled))
+            .value();
+    env.backlog.insert(env.backlog.end(), polled.begin(), polled.end());
+    if (env.rank == 1) {
+      if (verdict[0][0] == std::byte{1}) {
         FX_CHECK(env.next_notify().imm == 77);
         FX_CHECK(fxt::first_mismatch(live.data(), 64, 9) == 64);
       } else {
