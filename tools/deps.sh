@@ -8,7 +8,7 @@ fabrix_packages=(meson ninja-build g++ pkg-config cmake python3 doctest-dev libu
                  libibverbs-dev librdmacm-dev rdma-core ibverbs-utils              # providers/verbs
                  python3-matplotlib                                                # perf/plot.py
                  qemu-system-x86 busybox-static perftest iproute2                  # tests/vm
-                 openmpi-bin libopenmpi-dev                                         # perf/coll, mpirun tests
+                 openmpi-bin libopenmpi-dev libpmix-dev                             # fabrix-mpi, PMIx bootstrap, mpirun tests
                  gdb)                                                               # stacks of hung test ranks
 missing=()
 for p in "${fabrix_packages[@]}"; do

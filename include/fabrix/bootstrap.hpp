@@ -2,7 +2,12 @@
 // exchange their connection blobs (addresses, remote_buffer encodings) before
 // any fabric connection exists.
 //
-// The embedded implementation is a TCP store hosted by rank 0: rank 0 listens,
+// One handle over several engines (bootstrap_engine.hpp): the built-in TCP
+// store below (create, from_env, listen), a user's out-of-band allgather
+// (from_callbacks, further down), an MPI communicator (<fabrix/mpi.hpp>), or
+// any bootstrap_engine. describe() says which one a handle runs on.
+//
+// The built-in engine is a TCP store hosted by rank 0: rank 0 listens,
 // every other rank opens one connection to it, and rank 0 serves each
 // collective from inside its own allgather()/barrier() call. No thread is
 // started and nothing blocks forever: every wait is bounded by
@@ -41,6 +46,7 @@
 // connect_timeout.
 //
 // Environment (bootstrap::from_env, bootstrap::config_from_env):
+//   FABRIX_BOOTSTRAP_ENGINE    tcp, pmix or auto (unset): see from_env()
 //   FABRIX_RANK, FABRIX_SIZE   this rank and the job size; override a launcher's
 //   FABRIX_BOOTSTRAP           host:port of rank 0 ([v6addr]:port for IPv6, or a
 //                              host name); rank 0 binds it, the others connect
@@ -81,6 +87,7 @@
 // their connection close).
 #pragma once
 
+#include <fabrix/bootstrap_engine.hpp>
 #include <fabrix/result.hpp>
 
 #include <chrono>
@@ -128,6 +135,32 @@ struct bootstrap_config {
 
 class bootstrap_root;
 
+// A user's out-of-band allgather, for bootstrap::from_callbacks (the UCC
+// `oob` pattern: start a fixed-size allgather, then test it until done).
+// fabrix runs each allgather() as two of these (the blobs' sizes, then the
+// blobs padded to the largest) and each barrier() as one; all ranks must
+// start the same sequence. The callbacks run on the thread that calls the
+// bootstrap, one request at a time.
+struct bootstrap_callbacks {
+  int rank = 0;
+  int size = 1;
+  // Starts an allgather of `bytes` bytes from every rank (the same `bytes` on
+  // every rank): this rank's at `mine`, rank r's to land at out + r * bytes.
+  // Returns a request handle for test() and release(); `mine` and `out` stay
+  // valid until release().
+  std::function<result<void*>(const std::byte* mine, std::byte* out, std::size_t bytes)> allgather_start;
+  // true once the request has finished (out is filled), false while it runs;
+  // an error fails the bootstrap.
+  std::function<result<bool>(void* request)> test;
+  // Called once per started request: after it finished (`finished` true),
+  // or when fabrix gave up on it (timeout, error). fabrix keeps the buffers
+  // of a request it gave up on allocated until the process exits, so a late
+  // completion writes nowhere harmful. Empty: nothing to release.
+  std::function<void(void* request, bool finished)> release;
+  // For describe(): what the callbacks run on ("key-value store at ...").
+  std::string name = "user callbacks";
+};
+
 // Move-only handle on one rank's membership in a job; the destructor closes
 // its sockets (which the other ranks observe as this rank leaving).
 class bootstrap {
@@ -141,7 +174,12 @@ class bootstrap {
   // give status::invalid_argument with a message naming the variable.
   // Not thread-safe against concurrent setenv().
   static result<bootstrap_config> config_from_env();
-  // config_from_env() followed by create().
+  // Picks the engine from the environment: FABRIX_BOOTSTRAP_ENGINE=pmix
+  // runs from_pmix(), =tcp the TCP store (config_from_env() then create()).
+  // Unset (or "auto"): PMIx when the process was started by a PMIx launcher
+  // (PMIX_NAMESPACE is set), fabrix has PMIx, and none of FABRIX_RANK,
+  // FABRIX_SIZE, FABRIX_BOOTSTRAP is set; the TCP store otherwise, also when
+  // PMIx_Init fails. describe() says which one runs.
   static result<bootstrap> from_env(const bootstrap_options& opts = {});
   // Joins a job: rank 0 listens on `root` and waits for the size-1 peers;
   // other ranks connect to it. Returns once the whole job is assembled.
@@ -154,6 +192,20 @@ class bootstrap {
   // that connect in between wait in the kernel's backlog.
   static result<bootstrap_root> listen(int size, std::string_view bind_address, std::string_view job_token,
                                        const bootstrap_options& opts = {});
+  // Runs on the user's allgather (see bootstrap_callbacks). Waits poll
+  // test(), call opts.progress, and end at opts.op_timeout; a rank that
+  // calls a different collective (kind or count) is detected, as with the
+  // TCP store. Missing callbacks or a bad rank/size: invalid_argument.
+  static result<bootstrap> from_callbacks(bootstrap_callbacks callbacks, const bootstrap_options& opts = {});
+  // Runs on the PMIx server of the job's launcher (mpirun, srun --mpi=pmix):
+  // PMIx_Put/Commit/Fence/Get, no socket of fabrix's own; rank and size are
+  // the PMIx namespace's. unsupported when this process was not started by
+  // a PMIx launcher, or fabrix was built without PMIx (meson option pmix).
+  static result<bootstrap> from_pmix(const bootstrap_options& opts = {});
+
+  // Runs on `engine` (see bootstrap_engine.hpp); null gives an empty
+  // handle whose calls return invalid_argument.
+  explicit bootstrap(std::unique_ptr<bootstrap_engine> engine) noexcept;
 
   bootstrap(bootstrap&& other) noexcept;
   bootstrap& operator=(bootstrap&& other) noexcept;
@@ -163,6 +215,8 @@ class bootstrap {
 
   int rank() const noexcept { return rank_; }
   int size() const noexcept { return size_; }
+  // Which engine this runs on and where, in one line (for logs and tools).
+  std::string describe() const;
 
   // Collective: every rank passes its blob (sizes may differ, up to
   // max_blob_size, empty allowed); every rank gets all blobs, indexed by
@@ -178,10 +232,7 @@ class bootstrap {
   result<void> barrier(const std::function<void()>& progress);
 
  private:
-  friend struct detail::bootstrap_access;
-  explicit bootstrap(std::unique_ptr<detail::bootstrap_state> state) noexcept;
-
-  std::unique_ptr<detail::bootstrap_state> state_;
+  std::unique_ptr<bootstrap_engine> engine_;
   int rank_ = 0;
   int size_ = 0;
 };

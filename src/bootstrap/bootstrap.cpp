@@ -2,6 +2,7 @@
 // dispatch to rank 0's side (root.cpp) or a peer's side (peer.cpp).
 #include "state.hpp"
 
+#include <cstdlib>
 #include <string>
 
 namespace fabrix {
@@ -35,8 +36,34 @@ std::unique_ptr<bootstrap_state> solo_state(const bootstrap_options& opts) {
 }
 }  // namespace detail::boot
 
-bootstrap::bootstrap(std::unique_ptr<detail::bootstrap_state> state) noexcept
-    : state_(std::move(state)), rank_(state_->rank), size_(state_->size) {}
+// ---- the TCP store as an engine --------------------------------------------
+
+namespace detail {
+
+std::string tcp_store_engine::describe() const {
+  const std::string where = " (rank " + std::to_string(st_->rank) + " of " + std::to_string(st_->size) + ")";
+  if (st_->size == 1) return "tcp store: a job of one rank, no socket";
+  if (st_->rank == 0) return "tcp store hosted here at " + st_->root_address + where;
+  return "tcp store, rank 0 at " + st_->root_address + where;
+}
+
+result<std::vector<std::vector<std::byte>>> tcp_store_engine::allgather(std::span<const std::byte> mine,
+                                                                        const std::function<void()>* progress) {
+  return boot::run_collective(*st_, boot::op::allgather, mine, progress);
+}
+
+result<void> tcp_store_engine::barrier(const std::function<void()>* progress) {
+  auto r = boot::run_collective(*st_, boot::op::barrier, {}, progress);
+  if (!r) return unexpected(r.error());
+  return {};
+}
+
+}  // namespace detail
+
+// ---- the handle ---------------------------------------------------------------
+
+bootstrap::bootstrap(std::unique_ptr<bootstrap_engine> engine) noexcept
+    : engine_(std::move(engine)), rank_(engine_ ? engine_->rank() : 0), size_(engine_ ? engine_->size() : 0) {}
 bootstrap::bootstrap(bootstrap&& other) noexcept = default;
 bootstrap& bootstrap::operator=(bootstrap&& other) noexcept = default;
 bootstrap::~bootstrap() = default;
@@ -65,7 +92,26 @@ result<bootstrap> bootstrap::create(const bootstrap_config& config, const bootst
   return create(config.rank, config.size, config.root, config.job_token, opts);
 }
 
+namespace {
+
+bool set(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0';
+}
+
+}  // namespace
+
 result<bootstrap> bootstrap::from_env(const bootstrap_options& opts) {
+  const char* engine_var = std::getenv("FABRIX_BOOTSTRAP_ENGINE");
+  const std::string engine = engine_var != nullptr ? engine_var : "";
+  if (engine == "pmix") return from_pmix(opts);
+  if (!engine.empty() && engine != "tcp" && engine != "auto")
+    return boot::fail(status::invalid_argument,
+                      "FABRIX_BOOTSTRAP_ENGINE=" + engine + ": expected tcp, pmix or auto (or unset)");
+  if (engine != "tcp" && set("PMIX_NAMESPACE") && !set("FABRIX_RANK") && !set("FABRIX_SIZE") &&
+      !set("FABRIX_BOOTSTRAP")) {
+    if (auto b = from_pmix(opts)) return b;  // else the TCP store, as without PMIx
+  }
   auto config = config_from_env();
   if (!config) return unexpected(config.error());
   return create(*config, opts);
@@ -78,29 +124,27 @@ result<bootstrap_root> bootstrap::listen(int size, std::string_view bind_address
   return boot::listen_root(size, bind_address, job_token, opts, boot::deadline::after(opts.connect_timeout, &hook));
 }
 
+std::string bootstrap::describe() const { return engine_ ? engine_->describe() : "empty (moved from)"; }
+
 result<std::vector<std::vector<std::byte>>> bootstrap::allgather(std::span<const std::byte> mine) {
-  if (!state_) return moved_from();
-  return boot::run_collective(*state_, boot::op::allgather, mine, &state_->opts.progress);
+  if (!engine_) return moved_from();
+  return engine_->allgather(mine, engine_->default_progress());
 }
 
 result<std::vector<std::vector<std::byte>>> bootstrap::allgather(std::span<const std::byte> mine,
                                                                  const std::function<void()>& progress) {
-  if (!state_) return moved_from();
-  return boot::run_collective(*state_, boot::op::allgather, mine, &progress);
+  if (!engine_) return moved_from();
+  return engine_->allgather(mine, &progress);
 }
 
 result<void> bootstrap::barrier() {
-  if (!state_) return moved_from();
-  auto r = boot::run_collective(*state_, boot::op::barrier, {}, &state_->opts.progress);
-  if (!r) return unexpected(r.error());
-  return {};
+  if (!engine_) return moved_from();
+  return engine_->barrier(engine_->default_progress());
 }
 
 result<void> bootstrap::barrier(const std::function<void()>& progress) {
-  if (!state_) return moved_from();
-  auto r = boot::run_collective(*state_, boot::op::barrier, {}, &progress);
-  if (!r) return unexpected(r.error());
-  return {};
+  if (!engine_) return moved_from();
+  return engine_->barrier(&progress);
 }
 
 bootstrap_root::bootstrap_root(std::unique_ptr<detail::bootstrap_root_state> state) noexcept

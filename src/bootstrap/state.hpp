@@ -28,6 +28,22 @@ struct bootstrap_state {
   std::optional<fabrix::error> broken;       // set by the first error; the object is then unusable
 };
 
+// The TCP store as a bootstrap_engine (bootstrap.cpp).
+class tcp_store_engine final : public bootstrap_engine {
+ public:
+  explicit tcp_store_engine(std::unique_ptr<bootstrap_state> state) noexcept : st_(std::move(state)) {}
+  int rank() const noexcept override { return st_->rank; }
+  int size() const noexcept override { return st_->size; }
+  std::string describe() const override;
+  result<std::vector<std::vector<std::byte>>> allgather(std::span<const std::byte> mine,
+                                                        const std::function<void()>* progress) override;
+  result<void> barrier(const std::function<void()>* progress) override;
+  const std::function<void()>* default_progress() const noexcept override { return &st_->opts.progress; }
+
+ private:
+  std::unique_ptr<bootstrap_state> st_;
+};
+
 struct bootstrap_root_state {
   int size = 1;
   std::string token;
@@ -37,11 +53,12 @@ struct bootstrap_root_state {
 };
 
 struct bootstrap_access {
-  static bootstrap make(std::unique_ptr<bootstrap_state> s) noexcept { return bootstrap(std::move(s)); }
+  static bootstrap make(std::unique_ptr<bootstrap_state> s) {
+    return bootstrap(std::make_unique<tcp_store_engine>(std::move(s)));
+  }
   static bootstrap_root make_root(std::unique_ptr<bootstrap_root_state> s) noexcept {
     return bootstrap_root(std::move(s));
   }
-  static bootstrap_state* state(bootstrap& b) noexcept { return b.state_.get(); }
   static bootstrap_root_state* state(bootstrap_root& r) noexcept { return r.state_.get(); }
 };
 
