@@ -66,8 +66,8 @@ int main(int argc, char** argv) {
   if (auto r = coll::allreduce(*comm, std::span(&worst, 1), coll::reduce_op::max); !r)
     return std::fprintf(stderr, "rank %d: allreduce: %s\n", rank, r.error().describe().c_str()), 1;
   if (rank == 0)
-    std::printf("allreduce of %zu int64 over %d ranks (%s): %s\n", count, size, dom->describe().c_str(),
-                worst == 0 ? "every element correct" : "WRONG RESULTS");
+    std::printf("allreduce of %zu int64 over %d ranks (%s; bootstrap: %s): %s\n", count, size, dom->describe().c_str(),
+                boot->describe().c_str(), worst == 0 ? "every element correct" : "WRONG RESULTS");
   if (auto r = comm->barrier(); !r) return 1;
   return worst == 0 ? 0 : 1;
 }
