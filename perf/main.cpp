@@ -53,6 +53,7 @@ int run_with(const options& opts, bootstrap boot, const char* role, result<domai
     info.dispatch = dispatch;
     info.clock = ticks().source();
     info.role = role;
+    info.bootstrap = s.boot.describe();
     rep.emplace(opts, info);
     rep->header();
   }

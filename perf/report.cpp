@@ -50,6 +50,7 @@ void report::header() const {
   std::printf(" memory       : %s\n", info_.memory.c_str());
   std::printf(" GPU memory   : %s\n", info_.gpu_path.c_str());
   std::printf(" dispatch     : %s\n", info_.dispatch.c_str());
+  std::printf(" bootstrap    : %s\n", info_.bootstrap.c_str());
   std::printf(" clock        : %s\n", info_.clock.c_str());
   std::printf(" queue pairs  : %d   tx depth: %d   post list: %d   %s\n", opts_.qps, opts_.tx_depth, opts_.post_list,
               opts_.bidirectional ? "bidirectional" : "unidirectional");

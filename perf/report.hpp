@@ -16,12 +16,13 @@ struct run_info {
   std::string provider;
   std::string transport;
   std::string device;
-  std::string describe;  // the domain's own one-line description
-  std::string memory;    // "host", "cuda:0"
-  std::string gpu_path;  // caps().gpu: none / staged / direct
-  std::string dispatch;  // static provider type or any_provider
-  std::string clock;     // "TSC" or "steady_clock"
-  std::string role;      // "client" or "loopback"
+  std::string describe;   // the domain's own one-line description
+  std::string memory;     // "host", "cuda:0"
+  std::string gpu_path;   // caps().gpu: none / staged / direct
+  std::string dispatch;   // static provider type or any_provider
+  std::string clock;      // "TSC" or "steady_clock"
+  std::string role;       // "client" or "loopback"
+  std::string bootstrap;  // the bootstrap's describe(): which engine, where
 };
 
 class report {
