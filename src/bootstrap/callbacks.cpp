@@ -9,6 +9,9 @@
 // process: the user's transport may still write into them after release.
 // Each call allocates its buffers (a bootstrap is not a hot path).
 #include "state.hpp"
+#include "wire.hpp"
+
+#include <fabrix/detail/little_endian.hpp>
 
 #include <algorithm>
 #include <array>
@@ -27,17 +30,12 @@ using clock = std::chrono::steady_clock;
 
 constexpr std::size_t header_bytes = 24;
 
-void put_u64(std::byte* p, std::uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<std::byte>(v >> (8 * i));
+// The name of a header's collective kind, which came from a peer (boot::op's values).
+std::string kind_name(std::uint64_t kind) {
+  return kind == static_cast<std::uint64_t>(op::allgather) || kind == static_cast<std::uint64_t>(op::barrier)
+             ? std::string(to_string(static_cast<op>(kind)))
+             : "?";
 }
-
-std::uint64_t get_u64(const std::byte* p) {
-  std::uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= static_cast<std::uint64_t>(p[i]) << (8 * i);
-  return v;
-}
-
-const char* kind_name(std::uint64_t kind) { return kind == 1 ? "allgather" : kind == 2 ? "barrier" : "?"; }
 
 class callbacks_engine final : public bootstrap_engine {
  public:
@@ -52,16 +50,16 @@ class callbacks_engine final : public bootstrap_engine {
 
   result<std::vector<std::vector<std::byte>>> allgather(std::span<const std::byte> mine,
                                                         const std::function<void()>* progress) override {
-    return run(1, mine, progress);
+    return run(op::allgather, mine, progress);
   }
   result<void> barrier(const std::function<void()>* progress) override {
-    auto r = run(2, {}, progress);
+    auto r = run(op::barrier, {}, progress);
     if (!r) return unexpected(r.error());
     return {};
   }
 
  private:
-  result<std::vector<std::vector<std::byte>>> run(std::uint64_t kind, std::span<const std::byte> mine,
+  result<std::vector<std::vector<std::byte>>> run(op kind, std::span<const std::byte> mine,
                                                   const std::function<void()>* progress) {
     if (in_call_)
       return fail(status::invalid_argument,
@@ -72,37 +70,37 @@ class callbacks_engine final : public bootstrap_engine {
                                                 " bytes is over the limit of " +
                                                 std::to_string(bootstrap::max_blob_size));
     in_call_ = true;
-    const std::uint64_t number = ++count_[kind - 1];
+    const std::uint64_t number = ++count_[kind == op::allgather ? 0 : 1];
     auto r = collective(kind, number, mine, progress);
     in_call_ = false;
     if (!r) broken_ = r.error();
     return r;
   }
 
-  result<std::vector<std::vector<std::byte>>> collective(std::uint64_t kind, std::uint64_t number,
-                                                         std::span<const std::byte> mine,
+  result<std::vector<std::vector<std::byte>>> collective(op kind, std::uint64_t number, std::span<const std::byte> mine,
                                                          const std::function<void()>* progress) {
     const auto until = clock::now() + opts_.op_timeout;
-    const std::string what = std::string(kind_name(kind)) + " #" + std::to_string(number);
+    const std::string what = std::string(to_string(kind)) + " #" + std::to_string(number);
     const auto n = static_cast<std::size_t>(cb_.size);
     if (n == 1) {
       std::vector<std::vector<std::byte>> one(1);
-      if (kind == 1) one[0].assign(mine.begin(), mine.end());
+      if (kind == op::allgather) one[0].assign(mine.begin(), mine.end());
       return one;
     }
     auto send = keep(header_bytes);
     auto recv = keep(header_bytes * n);
-    put_u64(send->data(), kind);
-    put_u64(send->data() + 8, number);
-    put_u64(send->data() + 16, mine.size());
+    store_le<std::uint64_t>(send->data(), static_cast<std::uint64_t>(kind));
+    store_le<std::uint64_t>(send->data() + 8, number);
+    store_le<std::uint64_t>(send->data() + 16, mine.size());
     if (auto ok = exchange(send, recv, header_bytes, progress, until, what); !ok) return unexpected(ok.error());
 
     std::size_t largest = 0;
     std::vector<std::size_t> sizes(n);
     for (std::size_t r = 0; r < n; ++r) {
       const std::byte* h = recv->data() + r * header_bytes;
-      const std::uint64_t k = get_u64(h), num = get_u64(h + 8), bytes = get_u64(h + 16);
-      if (k != kind || num != number)
+      const auto k = load_le<std::uint64_t>(h), num = load_le<std::uint64_t>(h + 8),
+                 bytes = load_le<std::uint64_t>(h + 16);
+      if (k != static_cast<std::uint64_t>(kind) || num != number)
         return fail(status::invalid_argument,
                     "bootstrap (" + cb_.name + "): collective mismatch: rank " + std::to_string(cb_.rank) + " called " +
                         what + ", rank " + std::to_string(r) + " called " + kind_name(k) + " #" + std::to_string(num));
@@ -114,7 +112,7 @@ class callbacks_engine final : public bootstrap_engine {
       largest = std::max(largest, sizes[r]);
     }
     std::vector<std::vector<std::byte>> out(n);
-    if (kind != 1 || largest == 0) return out;
+    if (kind != op::allgather || largest == 0) return out;
 
     auto blob = keep(largest);
     std::copy(mine.begin(), mine.end(), blob->begin());
