@@ -27,11 +27,20 @@ for path in sys.argv[1:]:
 # Per failure: the end of stderr (ranks' messages), then doctest's report
 # from stdout (which case, which check), last, since a CI log keeps its end.
 noise = ("[doctest] doctest version", "[doctest] run with", "=====")
+# A sanitizer's report starts with what went wrong and the innermost
+# frames; its end is only the outer frames, so its head is printed too.
+sanitizer = ("WARNING: ThreadSanitizer", "ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+             "Sanitizer:DEADLYSIGNAL", "runtime error:")
 for build, r in failures:
-    err = (r.get("stderr") or "").splitlines()[-10:]
+    all_err = (r.get("stderr") or "").splitlines()
+    err = all_err[-10:]
     out = (r.get("stdout") or "").splitlines()
     report = [l for l in out if l.strip() and not l.startswith(noise)][-45:]
     print(f"-- {r['result']} {build}: {r['name']} ({r['duration']:.1f} s); end of stderr, then what failed:")
+    first = next((i for i, l in enumerate(all_err) if any(k in l for k in sanitizer)), None)
+    if first is not None and first < len(all_err) - 10:
+        print("\n".join("   " + l[:200] for l in all_err[max(0, first - 3):first + 22]))
+        print("   ... (sanitizer report cut) ...")
     print("\n".join("   " + l for l in err))
     print("   ...")
     print("\n".join("   " + l for l in report))
