@@ -7,12 +7,23 @@
 // (from_callbacks, further down), an MPI communicator (<fabrix/mpi.hpp>), or
 // any bootstrap_engine. describe() says which one a handle runs on.
 //
-// The built-in engine is a TCP store hosted by rank 0: rank 0 listens,
-// every other rank opens one connection to it, and rank 0 serves each
-// collective from inside its own allgather()/barrier() call. No thread is
-// started and nothing blocks forever: every wait is bounded by
+// The built-in engine is a TCP store hosted by rank 0: rank 0 listens and
+// every other rank opens one connection to it. Collectives then run one of
+// two ways (bootstrap_options::exchange; rank 0's choice holds for the job):
+//  - star (jobs of up to 8 ranks by default): rank 0 serves each collective
+//    from inside its own allgather()/barrier() call, every blob through it;
+//  - peer_to_peer (larger jobs): on the first collective each rank opens a
+//    listener, rank 0 tells each rank only the ceil(log2 N) addresses it must
+//    connect to, and the ranks link up directly (authenticated like the
+//    connection to rank 0). An allgather is Bruck's: ceil(log2 N) rounds, in
+//    round k rank r sends what it holds to rank r - 2^k and receives from
+//    r + 2^k, so every rank sends and receives N - 1 blobs in all, rank 0
+//    included; a barrier is a dissemination barrier over the same links.
+// No thread is started and nothing blocks forever: every wait is bounded by
 // bootstrap_options, and a rank that is missing, dead or calling a different
-// collective makes the call fail with an error naming that rank and address.
+// collective makes the call fail with an error naming that rank and address
+// (with peer_to_peer, on the ranks linked to it first; the others see their
+// links close).
 //
 // Trust model. The job token is a secret shared by the ranks of one job; it
 // never travels on the wire. Each connection starts with a mutual
@@ -51,6 +62,8 @@
 //   FABRIX_BOOTSTRAP           host:port of rank 0 ([v6addr]:port for IPv6, or a
 //                              host name); rank 0 binds it, the others connect
 //   FABRIX_JOB_TOKEN           a secret shared by the ranks of one job
+//   FABRIX_BOOTSTRAP_EXCHANGE  star, peer_to_peer or auto: read by rank 0 when
+//                              bootstrap_options::exchange is automatic
 // Without FABRIX_RANK/FABRIX_SIZE the launcher's variables are read, in this
 // order: OpenMPI (OMPI_COMM_WORLD_RANK/SIZE), PMIx (PMIX_RANK with PMIX_SIZE,
 // SLURM_STEP_NUM_TASKS, SLURM_NTASKS or PMI_SIZE), PMI (PMI_RANK/PMI_SIZE),
@@ -95,6 +108,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -107,6 +121,13 @@ struct bootstrap_state;
 struct bootstrap_root_state;
 struct bootstrap_access;
 }  // namespace detail
+
+// How the built-in store runs its collectives (see the top of this file).
+enum class bootstrap_exchange : std::uint8_t {
+  automatic,    // FABRIX_BOOTSTRAP_EXCHANGE if set, else star up to 8 ranks, peer_to_peer above
+  star,         // every blob through rank 0: rank 0 sends (N - 1) * N blobs per allgather
+  peer_to_peer  // Bruck allgather over direct links: N - 1 blobs sent per rank
+};
 
 struct bootstrap_options {
   // Rank 0: how long to wait for all peers. Other ranks: how long to keep
@@ -122,6 +143,8 @@ struct bootstrap_options {
   // "Progress while waiting" above.
   std::function<void()> progress{};
   std::chrono::milliseconds progress_interval{2};
+  // Read on rank 0 only; the welcome tells every rank what it chose.
+  bootstrap_exchange exchange = bootstrap_exchange::automatic;
 };
 
 // Where this process sits in its job, as read from the environment.
@@ -217,6 +240,9 @@ class bootstrap {
   int size() const noexcept { return size_; }
   // Which engine this runs on and where, in one line (for logs and tools).
   std::string describe() const;
+  // See bootstrap_engine::traffic(); the TCP store counts every byte its
+  // sockets carried (TCP's own counters, read when called).
+  std::optional<bootstrap_traffic> traffic() const;
 
   // Collective: every rank passes its blob (sizes may differ, up to
   // max_blob_size, empty allowed); every rank gets all blobs, indexed by

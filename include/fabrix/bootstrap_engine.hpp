@@ -27,12 +27,19 @@
 #include <fabrix/result.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 namespace fabrix {
+
+struct bootstrap_traffic {
+  std::uint64_t bytes_sent = 0;
+  std::uint64_t bytes_received = 0;
+};
 
 class bootstrap_engine {
  public:
@@ -46,6 +53,11 @@ class bootstrap_engine {
   virtual result<std::vector<std::vector<std::byte>>> allgather(std::span<const std::byte> mine,
                                                                 const std::function<void()>* progress) = 0;
   virtual result<void> barrier(const std::function<void()>* progress) = 0;
+
+  // Bytes this rank's engine has sent and received so far, for benchmarks
+  // and diagnostics; nullopt when the engine cannot tell (an external
+  // runtime moves the bytes).
+  virtual std::optional<bootstrap_traffic> traffic() const { return std::nullopt; }
 
   // The progress callback that bootstrap::allgather()/barrier() without one
   // pass (bootstrap_options::progress); null: none.

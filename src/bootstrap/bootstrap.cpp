@@ -41,10 +41,27 @@ std::unique_ptr<bootstrap_state> solo_state(const bootstrap_options& opts) {
 namespace detail {
 
 std::string tcp_store_engine::describe() const {
-  const std::string where = " (rank " + std::to_string(st_->rank) + " of " + std::to_string(st_->size) + ")";
+  const std::string where =
+      " (rank " + std::to_string(st_->rank) + " of " + std::to_string(st_->size) +
+      (st_->exchange == boot::exchange_peer_to_peer ? ", peer-to-peer exchange)" : ", star exchange)");
   if (st_->size == 1) return "tcp store: a job of one rank, no socket";
   if (st_->rank == 0) return "tcp store hosted here at " + st_->root_address + where;
   return "tcp store, rank 0 at " + st_->root_address + where;
+}
+
+std::optional<bootstrap_traffic> tcp_store_engine::traffic() const {
+  bootstrap_traffic t;
+  const auto add = [&](const boot::unique_fd& fd) {
+    if (!fd) return;
+    const auto c = boot::socket_traffic(fd.get());
+    t.bytes_sent += c.bytes_sent;
+    t.bytes_received += c.bytes_received;
+  };
+  for (const auto& p : st_->peers) add(p);
+  add(st_->root);
+  for (const auto& l : st_->links_to) add(l.fd);
+  for (const auto& l : st_->links_from) add(l.fd);
+  return t;
 }
 
 result<std::vector<std::vector<std::byte>>> tcp_store_engine::allgather(std::span<const std::byte> mine,
@@ -125,6 +142,7 @@ result<bootstrap_root> bootstrap::listen(int size, std::string_view bind_address
 }
 
 std::string bootstrap::describe() const { return engine_ ? engine_->describe() : "empty (moved from)"; }
+std::optional<bootstrap_traffic> bootstrap::traffic() const { return engine_ ? engine_->traffic() : std::nullopt; }
 
 result<std::vector<std::vector<std::byte>>> bootstrap::allgather(std::span<const std::byte> mine) {
   if (!engine_) return moved_from();

@@ -27,7 +27,7 @@ status io_status_code(const io_result& io) {
   }
 }
 
-std::uint32_t contribution_count(op o) { return o == op::allgather ? 1u : 0u; }
+std::uint32_t contribution_count(op o) { return o == op::barrier ? 0u : 1u; }
 
 // ---- rank 0 ------------------------------------------------------------
 
@@ -119,13 +119,43 @@ struct root_round {
         if (h.count != contribution_count(kind_))
           return abort_job(status::provider_error, "rank 0: " + rank_text(r) + " sent " + std::to_string(h.count) +
                                                        " blobs in " + op_text(kind_, seq));
-        if (kind_ == op::allgather) all[r] = std::move(p.blobs().front());
+        if (kind_ != op::barrier) all[r] = std::move(p.blobs().front());
         received[r] = true;
         --missing;
       }
     }
-    if (kind_ == op::allgather) all[0].assign(mine.begin(), mine.end());
+    if (kind_ != op::barrier) all[0].assign(mine.begin(), mine.end());
     return all;
+  }
+
+  // introduce: each rank gets the addresses of its link targets only.
+  result<void> introduce(const blob_list& addresses, deadline until) {
+    const std::size_t n = st.peers.size();
+    const int rounds = link_rounds(static_cast<int>(n));
+    const auto h = encode_frame_header({kind::result, kind_, 0, seq, static_cast<std::uint32_t>(rounds)});
+    for (std::size_t r = 1; r < n; ++r) {
+      blob_list targets;
+      for (int k = 0; k < rounds; ++k)
+        targets.push_back(
+            addresses[static_cast<std::size_t>(link_target(static_cast<int>(r), static_cast<int>(n), k))]);
+      std::vector<std::array<std::byte, length_bytes>> lens;
+      lens.reserve(targets.size());
+      std::vector<std::span<const std::byte>> pieces{h};
+      for (const auto& b : targets) {
+        lens.push_back(encode_length(b.size()));
+        pieces.emplace_back(lens.back());
+        pieces.emplace_back(b);
+      }
+      const digest mac = st.peer_sessions[r].seal(h, payload_digest(targets));
+      pieces.emplace_back(mac);
+      clean[r] = false;
+      const auto io = send_all(st.peers[r].get(), pieces, until);
+      if (!io.ok())
+        return abort_job(io_status_code(io),
+                         "rank 0: cannot send the link addresses to " + rank_text(r) + ": " + describe(io));
+      clean[r] = true;
+    }
+    return {};
   }
 
   result<void> scatter(const blob_list& all, deadline until) {
@@ -166,23 +196,24 @@ status status_from_wire(std::uint16_t aux) {
   return aux <= static_cast<std::uint16_t>(status::provider_error) && is_error(s) ? s : status::provider_error;
 }
 
+// `expected`: how many blobs the result must carry.
 result<blob_list> peer_round(bootstrap_state& st, op kind_, std::uint64_t seq, std::span<const std::byte> mine,
-                             deadline until) {
+                             std::uint32_t expected, deadline until) {
   const std::string me = "rank " + std::to_string(st.rank);
   const auto h = encode_frame_header({kind::contribute, kind_, 0, seq, contribution_count(kind_)});
   const auto len = encode_length(mine.size());
   payload_hash ph;
-  if (kind_ == op::allgather) ph.add(mine);
+  if (kind_ != op::barrier) ph.add(mine);
   const digest mac = st.root_session.seal(h, ph.finish());
   std::vector<std::span<const std::byte>> pieces{h};
-  if (kind_ == op::allgather) {
+  if (kind_ != op::barrier) {
     pieces.emplace_back(len);
     pieces.emplace_back(mine);
   }
   pieces.emplace_back(mac);
   const auto sent = send_all(st.root.get(), pieces, until);
   // Even when the send failed, rank 0 may have explained why before closing.
-  frame_parser answer(static_cast<std::uint32_t>(st.size), max_blob_bytes, /*with_mac=*/true);
+  frame_parser answer(std::max<std::uint32_t>(expected, 1), max_blob_bytes, /*with_mac=*/true);
   const auto io = recv_frame(st.root.get(), answer, sent.ok() ? until : until.capped(std::chrono::milliseconds(100)));
   if (io.ok() && !answer.authentic(st.root_session))
     return fail(status::access_denied, me + ": a frame from bootstrap root " + st.root_address + " during " +
@@ -210,7 +241,6 @@ result<blob_list> peer_round(bootstrap_state& st, op kind_, std::uint64_t seq, s
                                         ": " + describe(io));
   }
   const auto& a = answer.header();
-  const std::uint32_t expected = kind_ == op::allgather ? static_cast<std::uint32_t>(st.size) : 0u;
   if (a.kind != kind::result || a.op != kind_ || a.seq != seq || a.count != expected)
     return fail(status::provider_error, me + ": bootstrap root " + st.root_address + " answered " +
                                             op_text(kind_, seq) + " with " + op_text(a.op, a.seq) +
@@ -219,6 +249,34 @@ result<blob_list> peer_round(bootstrap_state& st, op kind_, std::uint64_t seq, s
 }
 
 }  // namespace
+
+int link_rounds(int size) noexcept {
+  int rounds = 0;
+  while ((1LL << rounds) < size) ++rounds;
+  return rounds;
+}
+int link_target(int rank, int size, int round) noexcept {
+  const long long step = (1LL << round) % size;
+  return static_cast<int>((rank - step + size) % size);
+}
+int link_source(int rank, int size, int round) noexcept {
+  const long long step = (1LL << round) % size;
+  return static_cast<int>((rank + step) % size);
+}
+
+result<blob_list> run_introduce(bootstrap_state& st, std::uint64_t seq, std::span<const std::byte> mine,
+                                deadline until) {
+  const auto rounds = static_cast<std::uint32_t>(link_rounds(st.size));
+  if (st.rank != 0) return peer_round(st, op::introduce, seq, mine, rounds, until);
+  root_round round{st, op::introduce, seq, std::vector<bool>(st.peers.size(), true)};
+  auto all = round.gather(mine, until);
+  if (!all) return unexpected(all.error());
+  if (auto sent = round.introduce(*all, until); !sent) return unexpected(sent.error());
+  blob_list mine_targets;
+  for (std::uint32_t k = 0; k < rounds; ++k)
+    mine_targets.push_back((*all)[static_cast<std::size_t>(link_target(0, st.size, static_cast<int>(k)))]);
+  return mine_targets;
+}
 
 result<blob_list> run_collective(bootstrap_state& st, op kind_, std::span<const std::byte> mine,
                                  const std::function<void()>* progress) {
@@ -248,7 +306,9 @@ result<blob_list> run_collective(bootstrap_state& st, op kind_, std::span<const 
   }
 
   const deadline until = deadline::after(st.opts.op_timeout, &hook);
-  if (st.rank == 0) {
+  if (out && st.exchange == exchange_peer_to_peer) {
+    out = run_over_links(st, kind_, seq, mine, until);
+  } else if (st.rank == 0) {
     root_round round{st, kind_, seq, std::vector<bool>(st.peers.size(), true)};
     if (!out) {
       (void)round.abort_job(out.code(), out.error().message);
@@ -259,12 +319,14 @@ result<blob_list> run_collective(bootstrap_state& st, op kind_, std::span<const 
       }
     }
   } else if (out) {
-    out = peer_round(st, kind_, seq, mine, until);
+    out = peer_round(st, kind_, seq, mine, kind_ == op::allgather ? static_cast<std::uint32_t>(st.size) : 0u, until);
   }
   if (!out) {
     st.broken = out.error();
     for (auto& p : st.peers) p.reset();
     st.root.reset();
+    for (auto& l : st.links_to) l.fd.reset();
+    for (auto& l : st.links_from) l.fd.reset();
   }
   return out;
 }

@@ -80,10 +80,17 @@ result<bootstrap> join_root(int rank, int size, std::string_view root_address, s
               return fail(status::invalid_argument, me + ": bootstrap root " + root_text + " hosts a job of size " +
                                                         std::to_string(answer.header().count) + ", expected " +
                                                         std::to_string(size));
+            const std::uint16_t exchange = answer.header().aux;
+            if (exchange != exchange_star && exchange != exchange_peer_to_peer)
+              return fail(status::provider_error, me + ": bootstrap root " + root_text +
+                                                      " chose an exchange this rank does not know (" +
+                                                      std::to_string(exchange) + ")");
             auto st = std::make_unique<bootstrap_state>();
             st->rank = rank;
             st->size = size;
             st->opts = opts;
+            st->token = std::string(token);
+            st->exchange = exchange;
             st->root_address = root_text;
             st->root = std::move(attempt.fd);
             st->root_session = s;

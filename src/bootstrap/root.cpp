@@ -18,6 +18,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <cerrno>
+#include <cstdlib>
 
 #include <algorithm>
 #include <map>
@@ -230,11 +231,37 @@ result<bootstrap_root> listen_root(int size, std::string_view bind_address, std:
   return bootstrap_access::make_root(std::move(rs));
 }
 
+namespace {
+
+// Rank 0's choice of exchange for the job (bootstrap_options::exchange).
+result<std::uint16_t> choose_exchange(const bootstrap_options& opts, int size) {
+  bootstrap_exchange e = opts.exchange;
+  if (e == bootstrap_exchange::automatic) {
+    const char* v = std::getenv("FABRIX_BOOTSTRAP_EXCHANGE");
+    const std::string text = v != nullptr ? v : "";
+    if (text == "star")
+      e = bootstrap_exchange::star;
+    else if (text == "peer_to_peer")
+      e = bootstrap_exchange::peer_to_peer;
+    else if (!text.empty() && text != "auto")
+      return fail(status::invalid_argument,
+                  "FABRIX_BOOTSTRAP_EXCHANGE=" + text + ": expected star, peer_to_peer or auto (or unset)");
+  }
+  if (e == bootstrap_exchange::automatic) e = size <= 8 ? bootstrap_exchange::star : bootstrap_exchange::peer_to_peer;
+  return e == bootstrap_exchange::star ? exchange_star : exchange_peer_to_peer;
+}
+
+}  // namespace
+
 result<bootstrap> accept_peers(bootstrap_root_state& root, deadline until) {
+  auto exchange = choose_exchange(root.opts, root.size);
+  if (!exchange) return unexpected(exchange.error());
   auto st = std::make_unique<bootstrap_state>();
   st->rank = 0;
   st->size = root.size;
   st->opts = root.opts;
+  st->token = root.token;
+  st->exchange = *exchange;
   st->root_address = root.address;
   st->peers.resize(static_cast<std::size_t>(root.size));
   st->peer_addresses.resize(static_cast<std::size_t>(root.size));
@@ -342,7 +369,8 @@ result<bootstrap> accept_peers(bootstrap_root_state& root, deadline until) {
   }
 
   // Everybody is here: let them go, each with a welcome it can verify.
-  const auto welcome = encode_frame_header({kind::welcome, op::none, 0, 0, static_cast<std::uint32_t>(root.size)});
+  const auto welcome =
+      encode_frame_header({kind::welcome, op::none, st->exchange, 0, static_cast<std::uint32_t>(root.size)});
   const digest empty = payload_digest({});
   for (std::size_t r = 1; r < st->peers.size(); ++r) {
     const digest mac = st->peer_sessions[r].seal(welcome, empty);

@@ -7,6 +7,7 @@
 #include "address.hpp"
 #include "wire.hpp"
 
+#include <fabrix/bootstrap_engine.hpp>
 #include <fabrix/result.hpp>
 
 #include <poll.h>
@@ -108,6 +109,9 @@ io_result recv_available(int fd, frame_parser& parser);
 void sleep_for(std::chrono::milliseconds d, deadline until);
 
 void set_nodelay(int fd) noexcept;
+// Bytes a TCP socket has sent (and had acknowledged) and received so far
+// (TCP_INFO; zeros when unavailable). traffic.cpp.
+bootstrap_traffic socket_traffic(int fd) noexcept;
 // "addr:port" of the other end of a connected socket ("?" when unknown).
 std::string peer_name(int fd);
 

@@ -17,15 +17,27 @@ struct bootstrap_state {
   int rank = 0;
   int size = 1;
   bootstrap_options opts;
-  std::string root_address;                  // rank 0's address, for messages
-  std::vector<boot::unique_fd> peers;        // rank 0: [r] is the connection to rank r ([0] unused)
-  std::vector<std::string> peer_addresses;   // rank 0: [r] is rank r's address as seen by rank 0
-  std::vector<boot::session> peer_sessions;  // rank 0: [r] authenticates the frames to and from rank r
-  boot::unique_fd root;                      // rank > 0: the connection to rank 0
-  boot::session root_session;                // rank > 0: authenticates the frames to and from rank 0
-  bool in_call = false;                      // a collective is running (its progress callback may not re-enter)
-  std::uint64_t seq = 0;                     // collectives started so far
-  std::optional<fabrix::error> broken;       // set by the first error; the object is then unusable
+  std::string root_address;                      // rank 0's address, for messages
+  std::vector<boot::unique_fd> peers;            // rank 0: [r] is the connection to rank r ([0] unused)
+  std::vector<std::string> peer_addresses;       // rank 0: [r] is rank r's address as seen by rank 0
+  std::vector<boot::session> peer_sessions;      // rank 0: [r] authenticates the frames to and from rank r
+  boot::unique_fd root;                          // rank > 0: the connection to rank 0
+  boot::session root_session;                    // rank > 0: authenticates the frames to and from rank 0
+  std::string token;                             // the job token (links authenticate with it too)
+  std::uint16_t exchange = boot::exchange_star;  // what rank 0's welcome said (wire.hpp)
+  // peer_to_peer, once formed (links.cpp): [k] is the link of round k, to
+  // rank (rank - 2^k) mod size and from rank (rank + 2^k) mod size.
+  struct link {
+    int peer = -1;
+    std::string address;  // the peer's, for messages
+    boot::unique_fd fd;
+    boot::session session;
+  };
+  std::vector<link> links_to, links_from;
+  bool links_formed = false;
+  bool in_call = false;                 // a collective is running (its progress callback may not re-enter)
+  std::uint64_t seq = 0;                // collectives started so far
+  std::optional<fabrix::error> broken;  // set by the first error; the object is then unusable
 };
 
 // The TCP store as a bootstrap_engine (bootstrap.cpp).
@@ -35,6 +47,7 @@ class tcp_store_engine final : public bootstrap_engine {
   int rank() const noexcept override { return st_->rank; }
   int size() const noexcept override { return st_->size; }
   std::string describe() const override;
+  std::optional<bootstrap_traffic> traffic() const override;
   result<std::vector<std::vector<std::byte>>> allgather(std::span<const std::byte> mine,
                                                         const std::function<void()>* progress) override;
   result<void> barrier(const std::function<void()>* progress) override;
@@ -88,6 +101,21 @@ result<bootstrap> join_root(int rank, int size, std::string_view root_address, s
 result<std::vector<std::vector<std::byte>>> run_collective(bootstrap_state& st, op kind,
                                                            std::span<const std::byte> mine,
                                                            const std::function<void()>* progress);
+
+// links.cpp (peer_to_peer): forms the links on the first call (an
+// introduce round through rank 0, then the link handshakes), then runs one
+// allgather (Bruck) or barrier (dissemination) over them.
+result<std::vector<std::vector<std::byte>>> run_over_links(bootstrap_state& st, op kind, std::uint64_t seq,
+                                                           std::span<const std::byte> mine, deadline until);
+// collective.cpp: the introduce round through rank 0. `mine` is this rank's
+// link address; returns the addresses of this rank's link targets, in round
+// order (rank 0 computes each rank's with `targets_of`).
+result<std::vector<std::vector<std::byte>>> run_introduce(bootstrap_state& st, std::uint64_t seq,
+                                                          std::span<const std::byte> mine, deadline until);
+// Round count and partners of the peer-to-peer exchange.
+int link_rounds(int size) noexcept;
+int link_target(int rank, int size, int round) noexcept;  // (rank - 2^round) mod size
+int link_source(int rank, int size, int round) noexcept;  // (rank + 2^round) mod size
 
 // A job of one rank: no sockets.
 std::unique_ptr<bootstrap_state> solo_state(const bootstrap_options& opts);

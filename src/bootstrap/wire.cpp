@@ -9,6 +9,7 @@ std::string_view to_string(op o) noexcept {
   switch (o) {
     case op::allgather: return "allgather";
     case op::barrier: return "barrier";
+    case op::introduce: return "introduce";
     case op::none: break;
   }
   return "none";
@@ -38,11 +39,20 @@ std::array<std::byte, hello_bytes> encode_hello(std::uint32_t size, std::uint32_
   return out;
 }
 
+std::array<std::byte, hello_bytes> encode_link_hello(std::uint32_t size, std::uint32_t rank, std::uint8_t round,
+                                                     const nonce& n) noexcept {
+  auto out = encode_hello(size, rank, n);
+  out[4] = std::byte(kind::link_hello);
+  out[5] = std::byte{round};
+  return out;
+}
+
 hello decode_hello(std::span<const std::byte> b) noexcept {
   hello h;
   if (b.size() < hello_prefix_bytes) return h;
   h.magic = load_le<std::uint32_t>(b.data());
   h.kind = std::to_integer<std::uint8_t>(b[4]);
+  h.round = std::to_integer<std::uint8_t>(b[5]);
   h.version = load_le<std::uint16_t>(b.data() + 6);
   if (b.size() < hello_bytes) return h;
   h.size = load_le<std::uint32_t>(b.data() + 8);
@@ -57,7 +67,8 @@ std::span<const std::byte> token_key(std::string_view token) noexcept {
   return std::as_bytes(std::span<const char>(token.data(), token.size()));
 }
 
-// label (with its terminating NUL) | T
+// label (with its terminating NUL) | T; a link's is
+// "fabrix-boot-v2 link\0" | label | T | acceptor u32 | round u8.
 digest transcript_mac(std::string_view token, std::string_view label, const transcript& t) noexcept {
   std::array<std::byte, 2 + 4 + 4 + 2 * nonce_bytes> tb{};
   store_le<std::uint16_t>(tb.data(), t.version);
@@ -66,8 +77,15 @@ digest transcript_mac(std::string_view token, std::string_view label, const tran
   std::copy(t.rank_nonce.begin(), t.rank_nonce.end(), tb.begin() + 10);
   std::copy(t.root_nonce.begin(), t.root_nonce.end(), tb.begin() + 10 + nonce_bytes);
   hmac_sha256 m(token_key(token));
+  if (t.link) m.update(std::string_view("fabrix-boot-v2 link\0", 20));
   m.update(std::string_view(label.data(), label.size() + 1));  // the literal's NUL: labels are prefix-free
   m.update(tb);
+  if (t.link) {
+    std::array<std::byte, 5> lb{};
+    store_le<std::uint32_t>(lb.data(), t.acceptor);
+    lb[4] = std::byte{t.round};
+    m.update(lb);
+  }
   return m.finish();
 }
 
@@ -177,7 +195,7 @@ bool frame_parser::commit(std::size_t n) {
       if (k < static_cast<std::uint8_t>(kind::welcome) || k > static_cast<std::uint8_t>(kind::proof))
         return fail("unknown frame kind " + std::to_string(k));
       const auto o = std::to_integer<std::uint8_t>(p[5]);
-      if (o > static_cast<std::uint8_t>(op::barrier)) return fail("unknown operation " + std::to_string(o));
+      if (o > static_cast<std::uint8_t>(op::introduce)) return fail("unknown operation " + std::to_string(o));
       header_.kind = static_cast<kind>(k);
       header_.op = static_cast<op>(o);
       header_.aux = load_le<std::uint16_t>(p + 6);

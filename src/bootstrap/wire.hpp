@@ -29,7 +29,18 @@
 // back the other way.
 // contribute (rank -> root): count 1 for allgather, 0 for barrier.
 // result     (root -> rank): count = job size for allgather, 0 for barrier.
-// welcome:   count = job size.   reject: aux = reject_reason, count = root's size.
+// welcome:   count = job size, aux = the exchange rank 0 chose (exchange_wire).
+// reject:    aux = reject_reason, count = root's size.
+// introduce  (op of a contribute/result pair, peer-to-peer exchange only):
+//            a rank sends rank 0 its link listener's "host:port"; rank 0
+//            answers each rank with only the addresses it must connect to.
+//
+// Links (peer-to-peer exchange, links.cpp): rank r connects, for each round
+// k, to rank (r - 2^k) mod size and sends a link hello: the hello layout
+// with kind = link_hello and byte 5 = k. The same challenge, proof and
+// session follow, with the acceptor's rank and k added to T and "link" in
+// the labels, so a link handshake never passes for a root one or for
+// another pair or round. Then frames as above: contribute, aux = k.
 // abort      (root -> rank): aux = fabrix::status, one blob = a message.
 // Only a version reject is sent before the handshake (without a trailer); the
 // rank treats it as a hint and keeps retrying.
@@ -71,9 +82,13 @@ enum class kind : std::uint8_t {
   result = 5,
   abort = 6,
   challenge = 7,
-  proof = 8
+  proof = 8,
+  link_hello = 9
 };
-enum class op : std::uint8_t { none = 0, allgather = 1, barrier = 2 };
+enum class op : std::uint8_t { none = 0, allgather = 1, barrier = 2, introduce = 3 };
+// The exchange carried in the welcome's aux.
+inline constexpr std::uint16_t exchange_star = 1;
+inline constexpr std::uint16_t exchange_peer_to_peer = 2;
 enum class reject_reason : std::uint16_t { version = 1, token = 2, size = 3, rank = 4, duplicate = 5 };
 
 std::string_view to_string(op o) noexcept;
@@ -89,6 +104,7 @@ struct hello {
   std::uint32_t magic = 0;
   std::uint8_t kind = 0;
   std::uint16_t version = 0;
+  std::uint8_t round = 0;  // link hello only
   std::uint32_t size = 0;
   std::uint32_t rank = 0;
   nonce rank_nonce{};
@@ -96,6 +112,8 @@ struct hello {
 
 std::array<std::byte, hello_bytes> encode_hello(std::uint32_t size, std::uint32_t rank, const nonce& n,
                                                 std::uint16_t version = wire_version) noexcept;
+std::array<std::byte, hello_bytes> encode_link_hello(std::uint32_t size, std::uint32_t rank, std::uint8_t round,
+                                                     const nonce& n) noexcept;
 // Reads the first hello_prefix_bytes (magic, kind, version) and, when
 // `bytes` has hello_bytes, the rest.
 hello decode_hello(std::span<const std::byte> bytes) noexcept;
@@ -107,6 +125,11 @@ struct transcript {
   std::uint32_t rank = 0;
   nonce rank_nonce{};
   nonce root_nonce{};
+  // Links only: rank = the connecting rank, acceptor = the accepting one
+  // ("root" in the functions below), round = k.
+  bool link = false;
+  std::uint32_t acceptor = 0;
+  std::uint8_t round = 0;
 };
 digest challenge_mac(std::string_view token, const transcript& t) noexcept;
 digest proof_mac(std::string_view token, const transcript& t) noexcept;

@@ -1,0 +1,483 @@
+// The peer-to-peer exchange of the TCP store (bootstrap_exchange::
+// peer_to_peer): direct links between ranks, formed on the first collective,
+// then Bruck's allgather and a dissemination barrier over them.
+//
+// Link k of rank r goes to rank (r - 2^k) mod N (r connects) and comes from
+// rank (r + 2^k) mod N (r accepts), for k < ceil(log2 N): every rank holds
+// 2 * ceil(log2 N) connections. Rank 0 only introduces: in an introduce
+// round through the star, each rank sends rank 0 its link listener's
+// address and gets back the addresses of its targets only.
+//
+// Forming: every rank connects to its targets and sends each a link hello
+// (the kernel accepts into the listen backlog, so nobody waits for anybody
+// to call accept), then one poll loop drives all the handshakes at once:
+// accepting and challenging the sources, answering the targets' challenges,
+// and the proofs and welcomes (wire.hpp). A connection to the link listener
+// that is not the expected source of a round (a stray process, a forged
+// hello) is closed and the wait goes on; one that fails authentication
+// fails the job, since it claimed to be a rank of it.
+//
+// Allgather: in round k, rank r sends the first min(2^k, N - 2^k) blobs it
+// holds (its own, then those of r + 1, r + 2, ...) to its target and
+// receives as many from its source, sending and receiving at once (large
+// blobs would otherwise fill both socket buffers and deadlock the ring).
+// Every rank sends N - 1 blobs in all. A barrier is the same rounds with no
+// blobs.
+//
+// Failures: any error breaks this rank (collective.cpp closes every socket);
+// its link partners see the close and fail in turn, so the failure spreads
+// to every rank waiting on it within the rounds, none waits for its timeout.
+#include "state.hpp"
+
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <climits>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fabrix::detail::boot {
+
+namespace {
+
+using blob_list = std::vector<std::vector<std::byte>>;
+
+std::string seq_text(op o, std::uint64_t seq) { return std::string(to_string(o)) + " #" + std::to_string(seq); }
+
+status io_code(const io_result& io) {
+  switch (io.status) {
+    case io_status::timed_out: return status::timed_out;
+    case io_status::malformed: return status::provider_error;
+    default: return status::peer_unreachable;
+  }
+}
+
+// The numeric local address of a connected socket ("" when unknown).
+std::string local_host(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return {};
+  char host[NI_MAXHOST] = "";
+  if (::getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, host, sizeof host, nullptr, 0, NI_NUMERICHOST) != 0)
+    return {};
+  return host;
+}
+
+// A frame sent without blocking, a piece at a time, while the caller also
+// receives (see "Allgather" above).
+class frame_sender {
+ public:
+  explicit frame_sender(std::vector<std::span<const std::byte>> pieces) {
+    for (auto p : pieces)
+      if (!p.empty()) iov_.push_back(iovec{const_cast<std::byte*>(p.data()), p.size()});
+  }
+  bool done() const noexcept { return first_ == iov_.size(); }
+  // Sends what the socket takes now; ok unless the connection failed.
+  io_result pump(int fd) {
+    while (!done()) {
+      msghdr msg{};
+      msg.msg_iov = iov_.data() + first_;
+      msg.msg_iovlen = std::min<std::size_t>(iov_.size() - first_, IOV_MAX);
+      const ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return {};
+        const int err = errno;
+        return {err == EPIPE || err == ECONNRESET ? io_status::closed : io_status::failed, err, {}};
+      }
+      auto left = static_cast<std::size_t>(n);
+      while (first_ < iov_.size() && left >= iov_[first_].iov_len) left -= iov_[first_++].iov_len;
+      if (left > 0) {
+        iov_[first_].iov_base = static_cast<char*>(iov_[first_].iov_base) + left;
+        iov_[first_].iov_len -= left;
+      }
+    }
+    return {};
+  }
+
+ private:
+  std::vector<iovec> iov_;
+  std::size_t first_ = 0;
+};
+
+// ---- forming the links -------------------------------------------------------
+
+// Pending connections to the link listener before their proof: bounded so a
+// flood of strays cannot grow memory; each gets this long to finish.
+constexpr std::size_t max_pending_links = 64;
+constexpr auto pending_link_limit = std::chrono::milliseconds(2000);
+
+struct outgoing_link {
+  transcript t;
+  frame_parser challenge{2, mac_bytes};
+  frame_parser welcome{0, 0, /*with_mac=*/true};
+  bool proved = false;  // the proof was sent; the welcome is awaited
+  bool done = false;
+};
+
+struct incoming_link {
+  unique_fd fd;
+  clock::time_point since = clock::now();
+  std::array<std::byte, hello_bytes> buf{};
+  std::size_t filled = 0;
+  bool challenged = false;
+  transcript t;
+  std::optional<frame_parser> proof;
+};
+
+struct link_former {
+  bootstrap_state& st;
+  listener& listen;
+  std::uint64_t seq;
+  int rounds;
+  std::string me;
+  std::vector<outgoing_link> out;
+  std::vector<incoming_link> pending;
+  int formed_from = 0;
+
+  link_former(bootstrap_state& s, listener& l, std::uint64_t q)
+      : st(s), listen(l), seq(q), rounds(link_rounds(s.size)), me("rank " + std::to_string(s.rank)) {}
+
+  std::string who(int rank, const std::string& address) const {
+    return "rank " + std::to_string(rank) + " (" + address + ")";
+  }
+  unexpected broken(status code, const std::string& why) const {
+    return fail(code, me + ": forming bootstrap links in " + seq_text(op::introduce, seq) + ": " + why);
+  }
+
+  result<void> connect_targets(const blob_list& addresses, deadline until) {
+    out.resize(static_cast<std::size_t>(rounds));
+    st.links_to.resize(static_cast<std::size_t>(rounds));
+    st.links_from.resize(static_cast<std::size_t>(rounds));
+    for (int k = 0; k < rounds; ++k) {
+      auto& l = st.links_to[static_cast<std::size_t>(k)];
+      l.peer = link_target(st.rank, st.size, k);
+      l.address.assign(reinterpret_cast<const char*>(addresses[static_cast<std::size_t>(k)].data()),
+                       addresses[static_cast<std::size_t>(k)].size());
+      auto where = parse_host_port(l.address, "link address");
+      if (!where) return broken(status::provider_error, "rank 0 sent a bad address for " + who(l.peer, l.address));
+      // The target's listener was open before rank 0 sent its address: a
+      // refusal here is not a race, but we still retry within the deadline.
+      for (;;) {
+        auto attempt = connect_once(*where, until);
+        if (attempt.fd) {
+          l.fd = std::move(attempt.fd);
+          break;
+        }
+        if (attempt.fatal || until.expired())
+          return broken(until.expired() ? status::timed_out : status::peer_unreachable,
+                        "cannot connect to " + who(l.peer, l.address) + ": " + attempt.error);
+        sleep_for(std::chrono::milliseconds(10), until);
+      }
+      set_nodelay(l.fd.get());
+      auto& o = out[static_cast<std::size_t>(k)];
+      o.t.size = static_cast<std::uint32_t>(st.size);
+      o.t.rank = static_cast<std::uint32_t>(st.rank);
+      o.t.link = true;
+      o.t.acceptor = static_cast<std::uint32_t>(l.peer);
+      o.t.round = static_cast<std::uint8_t>(k);
+      if (!random_bytes(o.t.rank_nonce)) return broken(status::provider_error, "no random bytes for a nonce");
+      const auto hello = encode_link_hello(o.t.size, o.t.rank, o.t.round, o.t.rank_nonce);
+      const std::span<const std::byte> piece(hello);
+      if (const auto io = send_all(l.fd.get(), std::span(&piece, 1), until); !io.ok())
+        return broken(io_code(io), "cannot send the link hello to " + who(l.peer, l.address) + ": " + describe(io));
+    }
+    return {};
+  }
+
+  // One target's challenge or welcome arrived (or its connection failed).
+  result<void> step_outgoing(int k, deadline until) {
+    auto& l = st.links_to[static_cast<std::size_t>(k)];
+    auto& o = out[static_cast<std::size_t>(k)];
+    frame_parser& p = o.proved ? o.welcome : o.challenge;
+    const auto io = recv_available(l.fd.get(), p);
+    if (!io.ok())
+      return broken(io_code(io), who(l.peer, l.address) + " dropped its link from this rank: " + describe(io));
+    if (!p.done()) return {};
+    if (!o.proved) {
+      const auto& h = p.header();
+      const auto& b = p.blobs();
+      if (h.kind != kind::challenge || h.count != 2 || b[0].size() != nonce_bytes || b[1].size() != mac_bytes)
+        return broken(status::provider_error, who(l.peer, l.address) + " answered the link hello with no challenge");
+      std::copy(b[0].begin(), b[0].end(), o.t.root_nonce.begin());
+      if (!digests_equal(challenge_mac(st.token, o.t), std::span<const std::byte, mac_bytes>(b[1].data(), mac_bytes)))
+        return broken(status::access_denied, "the process at " + who(l.peer, l.address) +
+                                                 " failed authentication: it does not know the job token");
+      const digest proof = proof_mac(st.token, o.t);
+      const auto head = encode_frame_header({kind::proof, op::none, 0, 0, 1});
+      const auto len = encode_length(mac_bytes);
+      const std::span<const std::byte> pieces[] = {head, len, proof};
+      if (const auto sent = send_all(l.fd.get(), pieces, until); !sent.ok())
+        return broken(io_code(sent), "cannot send the link proof to " + who(l.peer, l.address) + ": " + describe(sent));
+      l.session.key = session_key(st.token, o.t);
+      l.session.outgoing = direction::rank_to_root;
+      o.proved = true;
+      return {};
+    }
+    if (!p.authentic(l.session) || p.header().kind != kind::welcome ||
+        p.header().count != static_cast<std::uint32_t>(st.size))
+      return broken(status::access_denied,
+                    "the link welcome of " + who(l.peer, l.address) + " failed authentication or is not a welcome");
+    o.done = true;
+    return {};
+  }
+
+  // A connection to the link listener made progress. Strays are closed
+  // (fd reset); only a failed authentication fails the job.
+  result<void> step_incoming(incoming_link& c, deadline until) {
+    if (!c.challenged) {
+      for (;;) {
+        const ssize_t n = ::recv(c.fd.get(), c.buf.data() + c.filled, c.buf.size() - c.filled, MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return {};
+        if (n <= 0) {
+          c.fd.reset();
+          return {};
+        }
+        c.filled += static_cast<std::size_t>(n);
+        if (c.filled == hello_bytes) break;
+      }
+      const hello h = decode_hello(c.buf);
+      const bool expected =
+          h.magic == wire_magic && h.kind == static_cast<std::uint8_t>(kind::link_hello) && h.version == wire_version &&
+          h.size == static_cast<std::uint32_t>(st.size) && h.round < rounds &&
+          h.rank == static_cast<std::uint32_t>(link_source(st.rank, st.size, h.round)) && !st.links_from[h.round].fd;
+      if (!expected) {
+        c.fd.reset();
+        return {};
+      }
+      c.t.size = h.size;
+      c.t.rank = h.rank;
+      c.t.rank_nonce = h.rank_nonce;
+      c.t.link = true;
+      c.t.acceptor = static_cast<std::uint32_t>(st.rank);
+      c.t.round = h.round;
+      if (!random_bytes(c.t.root_nonce)) return broken(status::provider_error, "no random bytes for a nonce");
+      const digest mac = challenge_mac(st.token, c.t);
+      const auto head = encode_frame_header({kind::challenge, op::none, 0, 0, 2});
+      const auto nlen = encode_length(nonce_bytes);
+      const auto mlen = encode_length(mac_bytes);
+      const std::span<const std::byte> pieces[] = {head, nlen, c.t.root_nonce, mlen, mac};
+      if (!send_all(c.fd.get(), pieces, until.capped(std::chrono::milliseconds(100))).ok()) {
+        c.fd.reset();
+        return {};
+      }
+      c.challenged = true;
+      c.proof.emplace(1u, mac_bytes);
+    }
+    const auto io = recv_available(c.fd.get(), *c.proof);
+    if (!io.ok()) {
+      c.fd.reset();
+      return {};
+    }
+    if (!c.proof->done()) return {};
+    const auto& h = c.proof->header();
+    const int source = static_cast<int>(c.t.rank);
+    if (h.kind != kind::proof || h.count != 1 || c.proof->blobs()[0].size() != mac_bytes ||
+        !digests_equal(proof_mac(st.token, c.t),
+                       std::span<const std::byte, mac_bytes>(c.proof->blobs()[0].data(), mac_bytes)))
+      return broken(status::access_denied, "a connection from " + peer_name(c.fd.get()) + " claiming to be rank " +
+                                               std::to_string(source) +
+                                               " failed authentication on this rank's link listener");
+    auto& l = st.links_from[c.t.round];
+    l.peer = source;
+    l.address = peer_name(c.fd.get());
+    l.session.key = session_key(st.token, c.t);
+    l.session.outgoing = direction::root_to_rank;
+    const auto welcome = encode_frame_header({kind::welcome, op::none, 0, 0, static_cast<std::uint32_t>(st.size)});
+    const digest mac = l.session.seal(welcome, payload_digest({}));
+    const std::span<const std::byte> pieces[] = {welcome, mac};
+    if (const auto sent = send_all(c.fd.get(), pieces, until); !sent.ok())
+      return broken(io_code(sent), "cannot welcome " + who(source, l.address) + ": " + describe(sent));
+    l.fd = std::move(c.fd);
+    ++formed_from;
+    return {};
+  }
+
+  result<void> run(deadline until) {
+    std::vector<pollfd> fds;
+    std::vector<int> what;  // -1: listener; k >= 0: outgoing link k; -2 - i: pending[i]
+    for (;;) {
+      const bool all_out = std::all_of(out.begin(), out.end(), [](const outgoing_link& o) { return o.done; });
+      if (all_out && formed_from == rounds) return {};
+      const auto now = clock::now();
+      for (auto& c : pending)
+        if (now - c.since > pending_link_limit) c.fd.reset();
+      std::erase_if(pending, [](const incoming_link& c) { return !c.fd; });
+      fds.clear();
+      what.clear();
+      if (formed_from < rounds) {
+        fds.push_back({listen.fd.get(), POLLIN, 0});
+        what.push_back(-1);
+      }
+      for (int k = 0; k < rounds; ++k) {
+        if (out[static_cast<std::size_t>(k)].done) continue;
+        fds.push_back({st.links_to[static_cast<std::size_t>(k)].fd.get(), POLLIN, 0});
+        what.push_back(k);
+      }
+      for (std::size_t i = 0; i < pending.size(); ++i) {
+        fds.push_back({pending[i].fd.get(), POLLIN, 0});
+        what.push_back(-2 - static_cast<int>(i));
+      }
+      const int ready = poll_until(fds.data(), fds.size(), until.capped(pending_link_limit));
+      if (ready < 0 && errno != EINTR) return broken(status::provider_error, "poll() failed: " + errno_text(errno));
+      if (ready <= 0) {
+        if (!until.expired()) continue;
+        std::string missing;
+        for (int k = 0; k < rounds; ++k) {
+          const auto& l = st.links_to[static_cast<std::size_t>(k)];
+          if (!out[static_cast<std::size_t>(k)].done) missing += " to " + who(l.peer, l.address) + ";";
+          if (!st.links_from[static_cast<std::size_t>(k)].fd)
+            missing += " from rank " + std::to_string(link_source(st.rank, st.size, k)) + ";";
+        }
+        return broken(status::timed_out, "timed out after " + std::to_string(st.opts.op_timeout.count()) +
+                                             " ms; links missing:" + missing);
+      }
+      for (std::size_t i = 0; i < fds.size(); ++i) {
+        if (fds[i].revents == 0) continue;
+        if (what[i] == -1) {
+          for (;;) {
+            const int fd = ::accept4(listen.fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+            if (fd < 0) break;
+            if (pending.size() >= max_pending_links) {
+              unique_fd drop(fd);
+              continue;
+            }
+            set_nodelay(fd);
+            incoming_link c;
+            c.fd.reset(fd);
+            pending.push_back(std::move(c));
+          }
+        } else if (what[i] >= 0) {
+          if (auto r = step_outgoing(what[i], until); !r) return r;
+        } else {
+          auto& c = pending[static_cast<std::size_t>(-2 - what[i])];
+          if (auto r = step_incoming(c, until); !r) return r;
+        }
+      }
+    }
+  }
+};
+
+result<void> form_links(bootstrap_state& st, std::uint64_t seq, deadline until) {
+  // Listen where this rank reaches rank 0 from: an address the others can
+  // reach too when they reach rank 0 (its own host for rank 0).
+  const int via = st.rank == 0 ? st.peers[1].get() : st.root.get();
+  const std::string host = local_host(via);
+  if (host.empty())
+    return fail(status::provider_error,
+                "rank " + std::to_string(st.rank) +
+                    ": cannot read the local address of the bootstrap connection: " + errno_text(errno));
+  auto listen = listen_on(host_port{host, 0}, until);
+  if (!listen) return unexpected(listen.error());
+  const std::string mine = format_host_port(listen->host, listen->port);
+  auto targets = run_introduce(st, seq, std::as_bytes(std::span<const char>(mine.data(), mine.size())), until);
+  if (!targets) return unexpected(targets.error());
+  link_former former(st, *listen, seq);
+  if (auto r = former.connect_targets(*targets, until); !r) return r;
+  if (auto r = former.run(until); !r) return r;
+  st.links_formed = true;
+  return {};
+}
+
+// ---- one collective over the links ----------------------------------------------
+
+std::string link_who(const bootstrap_state::link& l) {
+  return "rank " + std::to_string(l.peer) + " (" + l.address + ")";
+}
+
+}  // namespace
+
+result<blob_list> run_over_links(bootstrap_state& st, op kind_, std::uint64_t seq, std::span<const std::byte> mine,
+                                 deadline until) {
+  if (!st.links_formed) {
+    if (auto r = form_links(st, seq, until); !r) return unexpected(r.error());
+  }
+  const std::string me = "rank " + std::to_string(st.rank);
+  const bool blobs = kind_ == op::allgather;
+  const int n = st.size;
+  const int rounds = link_rounds(n);
+  blob_list held;  // held[i]: the blob of rank (rank + i) mod n
+  if (blobs) {
+    held.reserve(static_cast<std::size_t>(n));
+    held.emplace_back(mine.begin(), mine.end());
+  }
+  for (int k = 0; k < rounds; ++k) {
+    auto& to = st.links_to[static_cast<std::size_t>(k)];
+    auto& from = st.links_from[static_cast<std::size_t>(k)];
+    const int step = 1 << k;
+    const auto count = static_cast<std::uint32_t>(blobs ? std::min(step, n - step) : 0);
+    // The frame to the target: the first `count` blobs held.
+    const auto h = encode_frame_header({kind::contribute, kind_, static_cast<std::uint16_t>(k), seq, count});
+    std::vector<std::array<std::byte, length_bytes>> lens(count);
+    std::vector<std::span<const std::byte>> pieces{h};
+    payload_hash ph;
+    for (std::uint32_t i = 0; i < count; ++i) {
+      lens[i] = encode_length(held[i].size());
+      pieces.emplace_back(lens[i]);
+      pieces.emplace_back(held[i]);
+      ph.add(held[i]);
+    }
+    const digest mac = to.session.seal(h, ph.finish());
+    pieces.emplace_back(mac);
+    frame_sender sender(std::move(pieces));
+    frame_parser incoming(std::max<std::uint32_t>(count, 1), max_blob_bytes, /*with_mac=*/true);
+    const std::string where = " during " + seq_text(kind_, seq) + " (link round " + std::to_string(k) + ")";
+    for (;;) {
+      if (!sender.done()) {
+        const auto io = sender.pump(to.fd.get());
+        if (!io.ok())
+          return fail(io_code(io), me + ": cannot send to " + link_who(to) + where + ": " + describe(io) +
+                                       " (it exited, or the job failed there)");
+      }
+      if (!incoming.done()) {
+        const auto io = recv_available(from.fd.get(), incoming);
+        if (!io.ok()) {
+          const std::string why = io.status == io_status::closed
+                                      ? "closed its bootstrap link (it exited, or the job failed there)"
+                                      : describe(io);
+          return fail(io_code(io), me + ": " + link_who(from) + " " + why + where);
+        }
+      }
+      if (sender.done() && incoming.done()) break;
+      pollfd fds[2];
+      std::size_t nfds = 0;
+      if (!sender.done()) fds[nfds++] = {to.fd.get(), POLLOUT, 0};
+      if (!incoming.done()) fds[nfds++] = {from.fd.get(), POLLIN, 0};
+      const int ready = poll_until(fds, nfds, until);
+      if (ready < 0 && errno != EINTR)
+        return fail(status::provider_error, me + ": poll() failed" + where + ": " + errno_text(errno));
+      if (ready == 0 && until.expired())
+        return fail(status::timed_out, me + ": " + seq_text(kind_, seq) + " timed out after " +
+                                           std::to_string(st.opts.op_timeout.count()) + " ms waiting for " +
+                                           link_who(incoming.done() ? to : from) + where +
+                                           " (a rank missing, slow, or stuck in another call?)");
+    }
+    if (!incoming.authentic(from.session))
+      return fail(status::access_denied,
+                  me + ": a frame from " + link_who(from) + where + " failed authentication (forged or altered)");
+    const auto& got = incoming.header();
+    if (got.kind != kind::contribute || got.aux != k)
+      return fail(status::provider_error, me + ": " + link_who(from) + " sent an unexpected frame" + where);
+    if (got.op != kind_ || got.seq != seq)
+      return fail(status::invalid_argument, "collective mismatch: " + link_who(from) + " called " +
+                                                seq_text(got.op, got.seq) + " while " + me + " called " +
+                                                seq_text(kind_, seq));
+    if (got.count != count)
+      return fail(status::provider_error, me + ": " + link_who(from) + " sent " + std::to_string(got.count) +
+                                              " blobs, expected " + std::to_string(count) + where);
+    for (auto& b : incoming.blobs()) held.push_back(std::move(b));
+  }
+  blob_list all(blobs ? static_cast<std::size_t>(n) : 0);
+  for (std::size_t i = 0; i < all.size(); ++i)
+    all[(static_cast<std::size_t>(st.rank) + i) % all.size()] = std::move(held[i]);
+  return all;
+}
+
+}  // namespace fabrix::detail::boot
