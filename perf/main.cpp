@@ -6,6 +6,7 @@
 #include "clock.hpp"
 #include "failure.hpp"
 #include "options.hpp"
+#include "pairs.hpp"
 #include "providers.hpp"
 #include "report.hpp"
 #include "runner.hpp"
@@ -19,6 +20,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <random>
 #include <string>
 
@@ -36,12 +38,14 @@ std::string_view to_string(gpu_path g) {
 
 // Runs every step of the plan as one side of the job over provider type P
 // with the domain already opened (or its error); returns the exit status.
+// Only the client of pair 0 reports (`reports`; see pairs.hpp).
 template <provider P>
-int run_with(const options& opts, bootstrap boot, const char* role, result<domain<P>> dom, const char* dispatch) {
+int run_with(const options& opts, bootstrap boot, const char* role, result<domain<P>> dom, const char* dispatch,
+             bool reports) {
   const auto steps = plan(opts);
   auto s = open_session<P>(opts, std::move(boot), steps, std::move(dom));
   std::optional<report> rep;
-  if (!s.server()) {
+  if (!s.server() && reports) {
     run_info info;
     info.provider = std::string(fabrix::to_string(s.dom.provider()));
     info.transport = opts.transport;
@@ -71,7 +75,7 @@ int run_with(const options& opts, bootstrap boot, const char* role, result<domai
 // Opens the provider --provider names ("auto": the first registered one, best
 // first, that opens) — through its static type when one is compiled in and
 // --dispatch static, else through fabrix::any_provider.
-int run_side(const options& opts, bootstrap boot, const char* role) {
+int run_side(const options& opts, bootstrap boot, const char* role, bool reports = true) {
   domain_options dopts;
   dopts.provider = opts.provider;
   dopts.transport = opts.transport;
@@ -84,12 +88,12 @@ int run_side(const options& opts, bootstrap boot, const char* role) {
       auto d = fabrix::ucx::domain::create(dopts);
       if (d || opts.provider == "ucx")
         return run_with<fabrix::ucx::provider>(opts, std::move(boot), role, std::move(d),
-                                               "static (fabrix::ucx::provider)");
+                                               "static (fabrix::ucx::provider)", reports);
     }
   }
 #endif
   return run_with<any_provider>(opts, std::move(boot), role, any_domain::create(dopts),
-                                "runtime (fabrix::any_provider)");
+                                "runtime (fabrix::any_provider)", reports);
 }
 
 std::string with_port(const std::string& host, int port) {
@@ -130,6 +134,28 @@ int run_client(const options& opts) {
     if (!boot) fail("bootstrap to " + with_port(opts.host, opts.port) + ": " + boot.error().describe());
     return run_side(opts, std::move(*boot), "client");
   });
+}
+
+// Started by a launcher (mpirun, srun, or FABRIX_RANK/FABRIX_SIZE): the
+// job's bootstrap (from_env: PMIx, else the TCP store), its ranks in pairs.
+int run_launched(const options& opts) {
+  return guarded("", [&] {
+    auto job = bootstrap::from_env();
+    if (!job) fail("bootstrap: " + job.error().describe());
+    if (job->size() < 2 || job->size() % 2 != 0)
+      fail("started by a launcher with " + std::to_string(job->size()) +
+           " ranks: fabrix-perf measures between pairs of ranks, run it with an even number (mpirun -np 2)");
+    const bool first_pair = job->rank() < 2;
+    const char* role = job->rank() % 2 == 0 ? "server (launched)" : "client (launched)";
+    return run_side(opts, bootstrap(std::make_unique<pair_view>(std::move(*job))), role, first_pair);
+  });
+}
+
+// True when a launcher (or FABRIX_RANK/FABRIX_SIZE) says this process is a
+// rank of a job of more than one.
+bool launched() {
+  auto cfg = bootstrap::config_from_env();
+  return std::getenv("PMIX_NAMESPACE") != nullptr || (cfg && cfg->size > 1);
 }
 
 // Forks the server; this process is the client. The server listens on a free
@@ -214,6 +240,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (opts.loopback) return run_loopback(opts);
+  if (opts.host.empty() && launched()) return run_launched(opts);
   if (opts.host.empty()) return run_server(opts);
   return run_client(opts);
 }

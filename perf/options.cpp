@@ -111,10 +111,14 @@ std::string_view to_string(mode_kind m) noexcept { return m == mode_kind::bw ? "
 std::string usage() {
   return R"(usage: fabrix-perf [TEST] [MODE] [options] [HOST]
        fabrix-perf --loopback [TEST] [MODE] [options]
+       mpirun -np 2 fabrix-perf [TEST] [MODE] [options]
 
 Like perftest: start it without HOST on the server, then with the server's
 HOST on the client (both with the same options). --loopback runs both sides
-on this machine (two processes, built-in bootstrap).
+on this machine (two processes, built-in bootstrap). Started by a launcher
+(mpirun, srun, or FABRIX_RANK/FABRIX_SIZE), it takes the job's bootstrap
+(PMIx when there is one) and runs ranks 2p and 2p+1 as pair p, all pairs at
+once; the client of pair 0 (rank 1) reports.
 
 TEST   write | read | write_imm | send | fetch_add | compare_swap | all (default: all)
 MODE   bw | lat (default: both)

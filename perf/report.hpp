@@ -21,7 +21,7 @@ struct run_info {
   std::string gpu_path;   // caps().gpu: none / staged / direct
   std::string dispatch;   // static provider type or any_provider
   std::string clock;      // "TSC" or "steady_clock"
-  std::string role;       // "client" or "loopback"
+  std::string role;       // "client", "loopback" or "client (launched)"
   std::string bootstrap;  // the bootstrap's describe(): which engine, where
 };
 
