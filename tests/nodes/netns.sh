@@ -97,6 +97,17 @@ fxn_link() {
   ip -n "$nb" addr add "$(fxn_addr "$b" "$rail")/24" dev "$dev"
   ip -n "$na" link set "$dev" up
   ip -n "$nb" link set "$dev" up
+  # The carrier comes a moment after both ends are up; until then UCX lists
+  # no device there.
+  local i
+  for ((i = 0; i < 100; i++)); do
+    if ip -n "$na" link show "$dev" | grep -q 'state UP' && ip -n "$nb" link show "$dev" | grep -q 'state UP'; then
+      return 0
+    fi
+    sleep 0.05
+  done
+  echo "netns.sh: link $dev between $a and $b did not come up" >&2
+  return 1
 }
 
 # Limits what node NAME sends on rail RAIL to RATE (tc's units: 100mbit, 1gbit).
