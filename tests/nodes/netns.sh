@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034  # FXN_* are read by the scripts that source this
 # Simulated nodes for tests: each "node" is a network namespace (ip netns)
 # whose processes also get a UTS namespace with the node's own host name, so
 # that they see their own network stack and host name on one kernel. Source
@@ -126,5 +127,6 @@ fxn_run() {
   local ns
   ns=$(fxn_ns "$1")
   shift
+  # shellcheck disable=SC2016  # expanded by that sh
   ip netns exec "$ns" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$ns" "$@"
 }

@@ -31,7 +31,7 @@ done
   exit 2
 }
 
-# shellcheck source=netns.sh
+# shellcheck source-path=SCRIPTDIR source=netns.sh
 . "$here/netns.sh"
 if ! fxn_init; then
   echo "skipped: $FXN_WHY"
@@ -40,8 +40,9 @@ fi
 fxn_node a
 fxn_node b
 fxn_link a b 0
-export FABRIX_TEST_NODES="$(fxn_ns a),$(fxn_ns b)"
-export FABRIX_TEST_NODE_ADDRS="$(fxn_addr a 0),$(fxn_addr b 0)"
+FABRIX_TEST_NODES="$(fxn_ns a),$(fxn_ns b)"
+FABRIX_TEST_NODE_ADDRS="$(fxn_addr a 0),$(fxn_addr b 0)"
+export FABRIX_TEST_NODES FABRIX_TEST_NODE_ADDRS
 unset FABRIX_NODE_ID  # the nodes are told apart by host name and namespace
 echo "nodes: $FABRIX_TEST_NODES at $FABRIX_TEST_NODE_ADDRS"
 

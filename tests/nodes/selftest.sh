@@ -6,7 +6,7 @@
 # made here.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=netns.sh
+# shellcheck source-path=SCRIPTDIR source=netns.sh
 . "$here/netns.sh"
 if ! fxn_init; then
   echo "skipped: $FXN_WHY"
