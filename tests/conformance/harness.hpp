@@ -5,6 +5,18 @@
 // Inside a rank, FX_CHECK fails by printing the failed expression and
 // exiting with code 1; the supervisor turns each rank's exit into a doctest
 // check. A rank that exceeds the time limit is killed and fails the test.
+//
+// Ranks on simulated nodes (tests/nodes): FABRIX_TEST_NODES=ns1,ns2,...
+// names network namespaces made with `ip netns add` (/var/run/netns/NAME),
+// FABRIX_TEST_NODE_ADDRS the address of each node inside its namespace, in
+// the same order. Rank r then runs on node r % k: right after fork it enters
+// that namespace (setns), UTS and mount namespaces of its own (the
+// namespace's name as host name, a /sys of that network namespace, as `ip
+// netns exec` makes), and points the providers at the interface holding the
+// node's address (UCX_NET_DEVICES, FI_TCP_IFACE). The bootstrap root listens
+// on node 0's address inside node 0's namespace; every node reaches it over
+// its links. Unset, ranks share this process's network stack and the root
+// listens on 127.0.0.1, as before.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -13,13 +25,22 @@
 #include "crash_report.hpp"
 #include "hang_report.hpp"
 
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <arpa/inet.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <string>
@@ -56,13 +77,118 @@ auto must(R&& r, const char* what) {
 // How a rank is expected to end.
 enum class ending { exit_ok, killed };
 
+// The simulated nodes of FABRIX_TEST_NODES / FABRIX_TEST_NODE_ADDRS (see
+// the top of this file); empty when unset.
+struct test_nodes {
+  std::vector<std::string> names;  // network namespaces, /var/run/netns/NAME
+  std::vector<std::string> addrs;  // each node's IPv4 address there
+
+  bool empty() const { return names.empty(); }
+  std::size_t of(int rank) const { return static_cast<std::size_t>(rank) % names.size(); }
+
+  static std::vector<std::string> split(const char* list) {
+    std::vector<std::string> out;
+    std::string item;
+    for (const char* p = list ? list : ""; *p; ++p) {
+      if (*p == ',') {
+        out.push_back(item);
+        item.clear();
+      } else {
+        item += *p;
+      }
+    }
+    if (!item.empty()) out.push_back(item);
+    return out;
+  }
+  static test_nodes from_env() {
+    test_nodes t;
+    t.names = split(std::getenv("FABRIX_TEST_NODES"));
+    t.addrs = split(std::getenv("FABRIX_TEST_NODE_ADDRS"));
+    return t;
+  }
+};
+
+// Enters network namespace `name` (this thread); false with errno set when it cannot.
+inline bool enter_netns(const std::string& name) {
+  const int fd = ::open(("/var/run/netns/" + name).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const int rc = ::setns(fd, CLONE_NEWNET);
+  const int e = errno;
+  ::close(fd);
+  errno = e;
+  return rc == 0;
+}
+
+// The interface that holds IPv4 address `addr` in this network namespace; empty when none.
+inline std::string interface_of(const std::string& addr) {
+  in_addr want{};
+  if (::inet_pton(AF_INET, addr.c_str(), &want) != 1) return {};
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return {};
+  std::string name;
+  for (ifaddrs* i = list; i && name.empty(); i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
+    if (reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr == want.s_addr) name = i->ifa_name;
+  }
+  ::freeifaddrs(list);
+  return name;
+}
+
+// In a forked rank: move onto its simulated node (see the top of this file).
+inline void enter_node(const test_nodes& nodes, int rank) {
+  const std::string& ns = nodes.names[nodes.of(rank)];
+  const std::string& addr = nodes.addrs[nodes.of(rank)];
+  if (!enter_netns(ns))
+    rank_fail("setns into the node's network namespace", __FILE__, __LINE__, ns + ": " + std::strerror(errno));
+  // /sys/class/net shows the interfaces of the namespace /sys was mounted
+  // in (UCX lists devices there): a mount namespace of its own with a fresh
+  // sysfs, as `ip netns exec` does.
+  if (::unshare(CLONE_NEWUTS | CLONE_NEWNS) != 0)
+    rank_fail("unshare(CLONE_NEWUTS | CLONE_NEWNS)", __FILE__, __LINE__, std::strerror(errno));
+  if (::mount(nullptr, "/", nullptr, MS_SLAVE | MS_REC, nullptr) != 0)
+    rank_fail("mount --make-rslave /", __FILE__, __LINE__, std::strerror(errno));
+  ::umount2("/sys", MNT_DETACH);
+  if (::mount("sysfs", "/sys", "sysfs", 0, nullptr) != 0)
+    rank_fail("mount sysfs on /sys", __FILE__, __LINE__, std::strerror(errno));
+  if (::sethostname(ns.data(), ns.size()) != 0) rank_fail("sethostname", __FILE__, __LINE__, std::strerror(errno));
+  const std::string iface = interface_of(addr);
+  if (iface.empty()) rank_fail("the node's address is on an interface", __FILE__, __LINE__, addr + " in " + ns);
+  // Only the node's link: loopback would reach this node's own ranks under
+  // an address that means another process on every other node.
+  ::setenv("UCX_NET_DEVICES", iface.c_str(), 1);
+  ::setenv("FI_TCP_IFACE", iface.c_str(), 1);
+}
+
+// rank 0's listening socket: on 127.0.0.1, or on node 0's address inside its
+// network namespace (the socket stays there; this process goes back).
+inline fabrix::result<fabrix::bootstrap_root> listen_root(int n, const test_nodes& nodes) {
+  if (nodes.empty()) return fabrix::bootstrap::listen(n, "127.0.0.1:0", "fabrix-test");
+  const int home = ::open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+  REQUIRE_MESSAGE(home >= 0, "open /proc/self/ns/net: " << std::strerror(errno));
+  if (!enter_netns(nodes.names[0])) {
+    const int e = errno;
+    ::close(home);
+    FAIL("setns into " << nodes.names[0] << ": " << std::strerror(e));
+  }
+  auto root = fabrix::bootstrap::listen(n, nodes.addrs[0] + ":0", "fabrix-test");
+  const int back = ::setns(home, CLONE_NEWNET);
+  ::close(home);
+  REQUIRE_MESSAGE(back == 0, "setns back: " << std::strerror(errno));
+  return root;
+}
+
 // Forks `n` ranks running body(rank, bootstrap) and checks how each ended.
 inline void run_ranks(int n, const std::function<void(int, fabrix::bootstrap&)>& body,
                       std::chrono::seconds limit = std::chrono::seconds(90),
                       const std::function<ending(int)>& expected = {}) {
-  auto root = fabrix::bootstrap::listen(n, "127.0.0.1:0", "fabrix-test");
+  const test_nodes nodes = test_nodes::from_env();
+  REQUIRE_MESSAGE(nodes.names.size() == nodes.addrs.size(), "FABRIX_TEST_NODES and FABRIX_TEST_NODE_ADDRS name "
+                                                                << nodes.names.size() << " and " << nodes.addrs.size()
+                                                                << " nodes");
+  auto root = listen_root(n, nodes);
   REQUIRE_MESSAGE(root.has_value(), (root ? "" : root.error().describe()));
-  const std::string where = "127.0.0.1:" + std::to_string(root->port());
+  const std::string where =
+      (nodes.empty() ? std::string("127.0.0.1") : nodes.addrs[0]) + ":" + std::to_string(root->port());
   std::fflush(stdout);
   std::fflush(stderr);
   std::vector<pid_t> pids;
@@ -71,6 +197,7 @@ inline void run_ranks(int n, const std::function<void(int, fabrix::bootstrap&)>&
     REQUIRE(pid >= 0);
     if (pid == 0) {
       report_crashes(rank);
+      if (!nodes.empty()) enter_node(nodes, rank);
       auto boot = rank == 0 ? root->accept() : fabrix::bootstrap::create(rank, n, where, "fabrix-test");
       if (!boot) rank_fail("bootstrap", __FILE__, __LINE__, boot.error().describe());
       body(rank, *boot);

@@ -286,7 +286,8 @@ class domain_impl {
     ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
     ep.err_handler.cb = detail::on_peer_error;
     ep.err_handler.arg = p.get();
-    // A peer on this node (same kernel, same pid namespace) is watched by
+    // A peer on this node (process_identity.hpp: same kernel boot, pid
+    // namespace and host, so its pid is comparable here) is watched by
     // fabrix itself where shared memory may be used, which leaves UCX free to
     // choose it; UCX's peer-failure mode would rule those transports out.
     p->same_node = peer->process.node == d_->self.node;
