@@ -10,12 +10,14 @@
 
 #include <fabrix/detail/fnv1a.hpp>
 #include <fabrix/detail/little_endian.hpp>
+#include <fabrix/detail/process_identity.hpp>
 #include <fabrix/detail/siphash.hpp>
 #include <fabrix/result.hpp>
 
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <span>
@@ -56,7 +58,11 @@ inline std::string host_name() {
   return buf;
 }
 
-// This machine: its boot id and host name, hashed.
+// This machine as cuda_ipc sees it: its boot id, then FABRIX_NODE_ID when
+// set, else the host name and the network namespace (the control sockets
+// are abstract unix sockets, one set per network namespace), hashed. Unlike
+// process_identity.hpp's node it leaves out the pid namespace: CUDA IPC
+// works between pid namespaces and peers are told apart by process_token().
 inline std::uint64_t node_id() {
   std::string where;
   if (std::FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
@@ -65,7 +71,13 @@ inline std::uint64_t node_id() {
     std::fclose(f);
   }
   where += '/';
-  where += host_name();
+  if (const char* id = std::getenv("FABRIX_NODE_ID"); id != nullptr && *id != '\0') {
+    where += id;
+  } else {
+    where += host_name();
+    where += '/';
+    where += fabrix::detail::namespace_of("/proc/self/ns/net");
+  }
   return fabrix::detail::fnv1a(where);
 }
 
