@@ -55,7 +55,7 @@ def main():
         a.plot(ns, [med[(e, n)]["total_ms"] for n in ns], marker="o", label=e)
         b.plot(ns, [med[(e, n)]["busiest_bytes"] for n in ns], marker="o", label=e)
     for ax, title, unit in ((a, "startup: bootstrap + connect_all + exchange", "ms, slowest rank (median)"),
-                            (b, "bytes written by the busiest rank", "bytes (median)")):
+                            (b, "bytes sent by the busiest rank (PMIx: to its local server)", "bytes (median)")):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("ranks (one machine, 2 cores, mpirun)")

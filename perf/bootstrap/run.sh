@@ -47,4 +47,8 @@ for n in $sizes; do
     done
   done
 done
-python3 perf/bootstrap/report.py "$jsonl" "$out"
+# Debian's python3-matplotlib lives with /usr/bin/python3 (another python3
+# may come first on PATH).
+py=python3
+[ -x /usr/bin/python3 ] && py=/usr/bin/python3
+"$py" perf/bootstrap/report.py "$jsonl" "$out"
