@@ -17,16 +17,6 @@ namespace {
 
 using blob_list = std::vector<std::vector<std::byte>>;
 
-std::string op_text(op o, std::uint64_t seq) { return std::string(to_string(o)) + " #" + std::to_string(seq); }
-
-status io_status_code(const io_result& io) {
-  switch (io.status) {
-    case io_status::timed_out: return status::timed_out;
-    case io_status::malformed: return status::provider_error;
-    default: return status::peer_unreachable;
-  }
-}
-
 std::uint32_t contribution_count(op o) { return o == op::barrier ? 0u : 1u; }
 
 // ---- rank 0 ------------------------------------------------------------

@@ -29,15 +29,12 @@
 // to every rank waiting on it within the rounds, none waits for its timeout.
 #include "state.hpp"
 
-#include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
 
 #include <algorithm>
 #include <array>
 #include <cerrno>
-#include <climits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,64 +44,6 @@ namespace fabrix::detail::boot {
 namespace {
 
 using blob_list = std::vector<std::vector<std::byte>>;
-
-std::string seq_text(op o, std::uint64_t seq) { return std::string(to_string(o)) + " #" + std::to_string(seq); }
-
-status io_code(const io_result& io) {
-  switch (io.status) {
-    case io_status::timed_out: return status::timed_out;
-    case io_status::malformed: return status::provider_error;
-    default: return status::peer_unreachable;
-  }
-}
-
-// The numeric local address of a connected socket ("" when unknown).
-std::string local_host(int fd) {
-  sockaddr_storage ss{};
-  socklen_t len = sizeof ss;
-  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return {};
-  char host[NI_MAXHOST] = "";
-  if (::getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, host, sizeof host, nullptr, 0, NI_NUMERICHOST) != 0)
-    return {};
-  return host;
-}
-
-// A frame sent without blocking, a piece at a time, while the caller also
-// receives (see "Allgather" above).
-class frame_sender {
- public:
-  explicit frame_sender(std::vector<std::span<const std::byte>> pieces) {
-    for (auto p : pieces)
-      if (!p.empty()) iov_.push_back(iovec{const_cast<std::byte*>(p.data()), p.size()});
-  }
-  bool done() const noexcept { return first_ == iov_.size(); }
-  // Sends what the socket takes now; ok unless the connection failed.
-  io_result pump(int fd) {
-    while (!done()) {
-      msghdr msg{};
-      msg.msg_iov = iov_.data() + first_;
-      msg.msg_iovlen = std::min<std::size_t>(iov_.size() - first_, IOV_MAX);
-      const ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) return {};
-        const int err = errno;
-        return {err == EPIPE || err == ECONNRESET ? io_status::closed : io_status::failed, err, {}};
-      }
-      auto left = static_cast<std::size_t>(n);
-      while (first_ < iov_.size() && left >= iov_[first_].iov_len) left -= iov_[first_++].iov_len;
-      if (left > 0) {
-        iov_[first_].iov_base = static_cast<char*>(iov_[first_].iov_base) + left;
-        iov_[first_].iov_len -= left;
-      }
-    }
-    return {};
-  }
-
- private:
-  std::vector<iovec> iov_;
-  std::size_t first_ = 0;
-};
 
 // ---- forming the links -------------------------------------------------------
 
@@ -148,7 +87,7 @@ struct link_former {
     return "rank " + std::to_string(rank) + " (" + address + ")";
   }
   unexpected broken(status code, const std::string& why) const {
-    return fail(code, me + ": forming bootstrap links in " + seq_text(op::introduce, seq) + ": " + why);
+    return fail(code, me + ": forming bootstrap links in " + op_text(op::introduce, seq) + ": " + why);
   }
 
   result<void> connect_targets(const blob_list& addresses, deadline until) {
@@ -186,7 +125,8 @@ struct link_former {
       const auto hello = encode_link_hello(o.t.size, o.t.rank, o.t.round, o.t.rank_nonce);
       const std::span<const std::byte> piece(hello);
       if (const auto io = send_all(l.fd.get(), std::span(&piece, 1), until); !io.ok())
-        return broken(io_code(io), "cannot send the link hello to " + who(l.peer, l.address) + ": " + describe(io));
+        return broken(io_status_code(io),
+                      "cannot send the link hello to " + who(l.peer, l.address) + ": " + describe(io));
     }
     return {};
   }
@@ -198,7 +138,7 @@ struct link_former {
     frame_parser& p = o.proved ? o.welcome : o.challenge;
     const auto io = recv_available(l.fd.get(), p);
     if (!io.ok())
-      return broken(io_code(io), who(l.peer, l.address) + " dropped its link from this rank: " + describe(io));
+      return broken(io_status_code(io), who(l.peer, l.address) + " dropped its link from this rank: " + describe(io));
     if (!p.done()) return {};
     if (!o.proved) {
       const auto& h = p.header();
@@ -214,7 +154,8 @@ struct link_former {
       const auto len = encode_length(mac_bytes);
       const std::span<const std::byte> pieces[] = {head, len, proof};
       if (const auto sent = send_all(l.fd.get(), pieces, until); !sent.ok())
-        return broken(io_code(sent), "cannot send the link proof to " + who(l.peer, l.address) + ": " + describe(sent));
+        return broken(io_status_code(sent),
+                      "cannot send the link proof to " + who(l.peer, l.address) + ": " + describe(sent));
       l.session.key = session_key(st.token, o.t);
       l.session.outgoing = direction::rank_to_root;
       o.proved = true;
@@ -294,7 +235,7 @@ struct link_former {
     const digest mac = l.session.seal(welcome, payload_digest({}));
     const std::span<const std::byte> pieces[] = {welcome, mac};
     if (const auto sent = send_all(c.fd.get(), pieces, until); !sent.ok())
-      return broken(io_code(sent), "cannot welcome " + who(source, l.address) + ": " + describe(sent));
+      return broken(io_status_code(sent), "cannot welcome " + who(source, l.address) + ": " + describe(sent));
     l.fd = std::move(c.fd);
     ++formed_from;
     return {};
@@ -426,15 +367,15 @@ result<blob_list> run_over_links(bootstrap_state& st, op kind_, std::uint64_t se
     }
     const digest mac = to.session.seal(h, ph.finish());
     pieces.emplace_back(mac);
-    frame_sender sender(std::move(pieces));
+    partial_send sender(pieces);
     frame_parser incoming(std::max<std::uint32_t>(count, 1), max_blob_bytes, /*with_mac=*/true);
-    const std::string where = " during " + seq_text(kind_, seq) + " (link round " + std::to_string(k) + ")";
+    const std::string where = " during " + op_text(kind_, seq) + " (link round " + std::to_string(k) + ")";
     for (;;) {
       if (!sender.done()) {
         const auto io = sender.pump(to.fd.get());
         if (!io.ok())
-          return fail(io_code(io), me + ": cannot send to " + link_who(to) + where + ": " + describe(io) +
-                                       " (it exited, or the job failed there)");
+          return fail(io_status_code(io), me + ": cannot send to " + link_who(to) + where + ": " + describe(io) +
+                                              " (it exited, or the job failed there)");
       }
       if (!incoming.done()) {
         const auto io = recv_available(from.fd.get(), incoming);
@@ -442,7 +383,7 @@ result<blob_list> run_over_links(bootstrap_state& st, op kind_, std::uint64_t se
           const std::string why = io.status == io_status::closed
                                       ? "closed its bootstrap link (it exited, or the job failed there)"
                                       : describe(io);
-          return fail(io_code(io), me + ": " + link_who(from) + " " + why + where);
+          return fail(io_status_code(io), me + ": " + link_who(from) + " " + why + where);
         }
       }
       if (sender.done() && incoming.done()) break;
@@ -454,7 +395,7 @@ result<blob_list> run_over_links(bootstrap_state& st, op kind_, std::uint64_t se
       if (ready < 0 && errno != EINTR)
         return fail(status::provider_error, me + ": poll() failed" + where + ": " + errno_text(errno));
       if (ready == 0 && until.expired())
-        return fail(status::timed_out, me + ": " + seq_text(kind_, seq) + " timed out after " +
+        return fail(status::timed_out, me + ": " + op_text(kind_, seq) + " timed out after " +
                                            std::to_string(st.opts.op_timeout.count()) + " ms waiting for " +
                                            link_who(incoming.done() ? to : from) + where +
                                            " (a rank missing, slow, or stuck in another call?)");
@@ -467,8 +408,8 @@ result<blob_list> run_over_links(bootstrap_state& st, op kind_, std::uint64_t se
       return fail(status::provider_error, me + ": " + link_who(from) + " sent an unexpected frame" + where);
     if (got.op != kind_ || got.seq != seq)
       return fail(status::invalid_argument, "collective mismatch: " + link_who(from) + " called " +
-                                                seq_text(got.op, got.seq) + " while " + me + " called " +
-                                                seq_text(kind_, seq));
+                                                op_text(got.op, got.seq) + " while " + me + " called " +
+                                                op_text(kind_, seq));
     if (got.count != count)
       return fail(status::provider_error, me + ": " + link_who(from) + " sent " + std::to_string(got.count) +
                                               " blobs, expected " + std::to_string(count) + where);

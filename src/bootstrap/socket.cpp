@@ -102,34 +102,41 @@ io_status classify_recv_error(int err) { return err == ECONNRESET ? io_status::c
 
 }  // namespace
 
-io_result send_all(int fd, std::span<const std::span<const std::byte>> pieces, deadline until) {
-  std::vector<iovec> iov;
-  iov.reserve(pieces.size());
+partial_send::partial_send(std::span<const std::span<const std::byte>> pieces) {
+  iov_.reserve(pieces.size());
   for (auto p : pieces)
-    if (!p.empty()) iov.push_back(iovec{const_cast<std::byte*>(p.data()), p.size()});
-  std::size_t first = 0;
-  while (first < iov.size()) {
+    if (!p.empty()) iov_.push_back(iovec{const_cast<std::byte*>(p.data()), p.size()});
+}
+
+io_result partial_send::pump(int fd) {
+  while (!done()) {
     msghdr msg{};
-    msg.msg_iov = iov.data() + first;
-    msg.msg_iovlen = std::min<std::size_t>(iov.size() - first, IOV_MAX);
-    const ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+    msg.msg_iov = iov_.data() + first_;
+    msg.msg_iovlen = std::min<std::size_t>(iov_.size() - first_, IOV_MAX);
+    const ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0) {
       if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        if (!wait_for(fd, POLLOUT, until)) return {io_status::timed_out, 0, {}};
-        continue;
-      }
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return {};
       const int err = errno;
       return {err == EPIPE || err == ECONNRESET ? io_status::closed : io_status::failed, err, {}};
     }
     auto left = static_cast<std::size_t>(n);
-    while (first < iov.size() && left >= iov[first].iov_len) left -= iov[first++].iov_len;
+    while (first_ < iov_.size() && left >= iov_[first_].iov_len) left -= iov_[first_++].iov_len;
     if (left > 0) {
-      iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + left;
-      iov[first].iov_len -= left;
+      iov_[first_].iov_base = static_cast<char*>(iov_[first_].iov_base) + left;
+      iov_[first_].iov_len -= left;
     }
   }
   return {};
+}
+
+io_result send_all(int fd, std::span<const std::span<const std::byte>> pieces, deadline until) {
+  partial_send message(pieces);
+  for (;;) {
+    const auto io = message.pump(fd);
+    if (!io.ok() || message.done()) return io;
+    if (!wait_for(fd, POLLOUT, until)) return {io_status::timed_out, 0, {}};
+  }
 }
 
 io_result recv_available(int fd, frame_parser& parser) {
@@ -206,6 +213,14 @@ std::string peer_name(int fd) {
   std::uint16_t port = 0;
   const std::string host = numeric_host(reinterpret_cast<sockaddr*>(&ss), len, &port);
   return format_host_port(host, port);
+}
+
+std::string local_host(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return {};
+  const std::string host = numeric_host(reinterpret_cast<sockaddr*>(&ss), len, nullptr);
+  return host == "?" ? std::string() : host;
 }
 
 result<listener> listen_on(const host_port& where, deadline until) {

@@ -11,12 +11,14 @@
 #include <fabrix/result.hpp>
 
 #include <poll.h>
+#include <sys/uio.h>
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace fabrix::detail::boot {
 
@@ -97,6 +99,21 @@ struct io_result {
 std::string describe(const io_result& r);
 std::string errno_text(int err);
 
+// A message sent piece by piece without blocking: pump() sends what the
+// socket takes now (ok unless the connection failed), done() once all went.
+// The pieces must outlive it. send_all() waits on it; links.cpp pumps it
+// while it also receives.
+class partial_send {
+ public:
+  explicit partial_send(std::span<const std::span<const std::byte>> pieces);
+  bool done() const noexcept { return first_ == iov_.size(); }
+  io_result pump(int fd);
+
+ private:
+  std::vector<iovec> iov_;
+  std::size_t first_ = 0;
+};
+
 // Sends every byte of every piece, in order.
 io_result send_all(int fd, std::span<const std::span<const std::byte>> pieces, deadline until);
 // Receives one whole frame into `parser`.
@@ -114,6 +131,8 @@ void set_nodelay(int fd) noexcept;
 bootstrap_traffic socket_traffic(int fd) noexcept;
 // "addr:port" of the other end of a connected socket ("?" when unknown).
 std::string peer_name(int fd);
+// The numeric local address of a socket ("" when unknown).
+std::string local_host(int fd);
 
 struct listener {
   unique_fd fd;

@@ -122,4 +122,16 @@ std::unique_ptr<bootstrap_state> solo_state(const bootstrap_options& opts);
 
 inline unexpected fail(status code, std::string message) { return unexpected(code, std::move(message), "bootstrap"); }
 
+// "allgather #3", for messages.
+inline std::string op_text(op o, std::uint64_t seq) { return std::string(to_string(o)) + " #" + std::to_string(seq); }
+
+// The status a failed socket operation gives the collective.
+inline status io_status_code(const io_result& io) {
+  switch (io.status) {
+    case io_status::timed_out: return status::timed_out;
+    case io_status::malformed: return status::provider_error;
+    default: return status::peer_unreachable;
+  }
+}
+
 }  // namespace fabrix::detail::boot
