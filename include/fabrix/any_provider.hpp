@@ -32,6 +32,8 @@ struct any_region_base {
 struct any_endpoint_base {
   virtual ~any_endpoint_base() = default;
   virtual status post(std::span<const operation> ops, std::size_t& posted) = 0;
+  virtual void set_default_options(op_options defaults) = 0;
+  virtual std::uint64_t finished() const noexcept = 0;
 };
 
 struct any_domain_base {
@@ -61,6 +63,8 @@ template <provider P>
 struct any_endpoint_model final : any_endpoint_base {
   explicit any_endpoint_model(typename P::endpoint_impl e) : impl(std::move(e)) {}
   status post(std::span<const operation> ops, std::size_t& posted) override { return impl.post(ops, posted); }
+  void set_default_options(op_options defaults) override { impl.set_default_options(defaults); }
+  std::uint64_t finished() const noexcept override { return impl.finished(); }
   typename P::endpoint_impl impl;
 };
 
@@ -151,6 +155,8 @@ struct any_provider {
    public:
     explicit endpoint_impl(std::unique_ptr<detail::any_endpoint_base> e) : e_(std::move(e)) {}
     status post(std::span<const operation> ops, std::size_t& posted) { return e_->post(ops, posted); }
+    void set_default_options(op_options defaults) { e_->set_default_options(defaults); }
+    std::uint64_t finished() const noexcept { return e_->finished(); }
 
    private:
     std::unique_ptr<detail::any_endpoint_base> e_;

@@ -1,5 +1,20 @@
 // fabrix::completion — one finished operation, as returned by domain::poll.
 //
+// What a completion means — the same on every provider:
+//   write, write_with_imm, send: the source buffer may be reused. At
+//     completion_level::local (the default) nothing more is promised: the
+//     bytes may still be on their way. At completion_level::delivered the
+//     bytes are also visible at the target (its CPU reads them).
+//   read, fetch_add, compare_swap: the result is in the local buffer (the
+//     target has executed the operation).
+//   recv: the message is in the buffer. remote_write_imm: the write's bytes
+//     are in place at this process.
+//   flush: every operation posted before it on the same queue pair is
+//     complete and visible at the target, and every unsignaled one among
+//     them is counted in queue_pair::finished().
+// An operation that fails completes with its error even when it was posted
+// unsignaled (op_options::unsignaled).
+//
 // A recv that finds a message longer than its buffer completes with
 // status::truncated: `bytes` is the buffer's length, the buffer holds the
 // message's first `bytes` bytes and the rest is dropped (every provider).
@@ -11,6 +26,14 @@
 #include <string_view>
 
 namespace fabrix {
+
+// How far a write, write_with_imm or send has gone when it completes (see
+// above). Chosen per operation (op_options::delivered) or per queue pair
+// (queue_pair::set_default_options); each provider gives it its cheapest way.
+enum class completion_level : std::uint8_t {
+  local,      // the source may be reused
+  delivered,  // and the bytes are visible at the target
+};
 
 enum class opcode : std::uint8_t {
   write,

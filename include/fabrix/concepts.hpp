@@ -19,6 +19,14 @@
 //       operations arrive validated (ranges, rights, alignment, provider and
 //       domain of every local slice);
 //       on status::again or an error, `posted` says how many went out.
+//       The options each operation takes are detail::options_of(o, defaults)
+//       (validate.hpp): unsignaled (no completion on success, counted in
+//       finished(); an error still completes with the token), delivered
+//       (completion_level::delivered), fence (starts after every earlier
+//       operation of this endpoint is complete at the target).
+//     set_default_options(op_options)   the queue pair's defaults, for options_of
+//     finished() const -> uint64_t      unsignaled operations finished so far
+//       (ok or failed); all posted before a flush, once that flush completes
 //   P::region_impl                    a registration
 //     remote() -> const remote_buffer&, descriptor() -> void*
 //
@@ -61,7 +69,7 @@ concept provider =
              const typename P::region_impl& r, std::span<completion> out, std::span<const operation> ops,
              std::size_t& posted, void* addr, std::size_t len, memory_location loc, access rights,
              std::span<const std::byte> peer, std::uint32_t peer_id, const domain_options& opts,
-             std::chrono::milliseconds timeout) {
+             std::chrono::milliseconds timeout, op_options defaults, const typename P::endpoint_impl& ce) {
       { P::domain_impl::create(opts) } -> std::same_as<result<typename P::domain_impl>>;
       { d.register_memory(addr, len, loc, rights) } -> std::same_as<result<typename P::region_impl>>;
       { d.poll(out) } -> std::same_as<std::size_t>;
@@ -73,6 +81,8 @@ concept provider =
       { cd.runtime_caps() } -> std::same_as<capabilities>;
       { cd.describe() } -> std::convertible_to<std::string>;
       { e.post(ops, posted) } -> std::same_as<status>;
+      { e.set_default_options(defaults) } -> std::same_as<void>;
+      { ce.finished() } -> std::same_as<std::uint64_t>;
       { r.remote() } -> std::same_as<const remote_buffer&>;
       { r.descriptor() } -> std::same_as<void*>;
     };

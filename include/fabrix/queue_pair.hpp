@@ -8,10 +8,19 @@
 // The overloads without a token return an awaitable: `co_await qp.write(a, b)`
 // yields the completion.
 //
+// What a completion means, and the completion levels: completion.hpp.
+// Options per operation (unsignaled, delivered, fence): operation.hpp.
+//
 // Ordering: operations on one queue_pair are not ordered with each other,
 // except that write_with_imm's notification is delivered to the target only
-// after its data is in place, and flush completes only after every operation
-// posted before it on this queue_pair is complete at the target.
+// after its data is in place, flush completes only after every operation
+// posted before it on this queue_pair is complete at the target, and an
+// operation after fence() starts only after every earlier one is.
+//
+// Unsignaled operations give no completion unless they fail; finished()
+// counts them once they have finished (ok or not), at the latest when a
+// flush posted after them completes: post a batch unsignaled, then one
+// flush, and wait for the flush alone.
 //
 // Threading: used by the thread that polls its domain. Lifetime: may outlive
 // its domain; every post then returns invalid_argument (see domain.hpp).
@@ -85,41 +94,66 @@ class queue_pair {
   std::uint32_t peer_id() const noexcept { return peer_id_; }
 
   // --- posting with a token ------------------------------------------------
-  status write(const local_slice& src, remote_slice dst, std::uint64_t token) {
-    return post(op::write(src, dst, token));
+  status write(const local_slice& src, remote_slice dst, std::uint64_t token, op_options opts = op_options::none) {
+    return post(op::write(src, dst, token, opts));
   }
-  status write(std::span<const local_slice> src, remote_slice dst, std::uint64_t token) {
-    return post(op::write(src, dst, token));
+  status write(std::span<const local_slice> src, remote_slice dst, std::uint64_t token,
+               op_options opts = op_options::none) {
+    return post(op::write(src, dst, token, opts));
   }
-  status read(const local_slice& dst, remote_slice src, std::uint64_t token) { return post(op::read(dst, src, token)); }
-  status read(std::span<const local_slice> dst, remote_slice src, std::uint64_t token) {
-    return post(op::read(dst, src, token));
+  status read(const local_slice& dst, remote_slice src, std::uint64_t token, op_options opts = op_options::none) {
+    return post(op::read(dst, src, token, opts));
   }
-  status write_with_imm(const local_slice& src, remote_slice dst, std::uint32_t imm, std::uint64_t token) {
+  status read(std::span<const local_slice> dst, remote_slice src, std::uint64_t token,
+              op_options opts = op_options::none) {
+    return post(op::read(dst, src, token, opts));
+  }
+  status write_with_imm(const local_slice& src, remote_slice dst, std::uint32_t imm, std::uint64_t token,
+                        op_options opts = op_options::none) {
     static_assert(P::caps.write_with_imm, "fabrix: this provider has no write_with_imm (P::caps.write_with_imm)");
-    return post(op::write_with_imm(src, dst, imm, token));
+    return post(op::write_with_imm(src, dst, imm, token, opts));
   }
   // 8-byte, 8-aligned; the previous remote value lands in `result8`.
-  status fetch_add(const local_slice& result8, remote_slice target8, std::uint64_t add, std::uint64_t token) {
+  status fetch_add(const local_slice& result8, remote_slice target8, std::uint64_t add, std::uint64_t token,
+                   op_options opts = op_options::none) {
     static_assert(P::caps.atomics, "fabrix: this provider has no atomics (P::caps.atomics)");
-    return post(op::fetch_add(result8, target8, add, token));
+    return post(op::fetch_add(result8, target8, add, token, opts));
   }
   status compare_swap(const local_slice& result8, remote_slice target8, std::uint64_t expected, std::uint64_t desired,
-                      std::uint64_t token) {
+                      std::uint64_t token, op_options opts = op_options::none) {
     static_assert(P::caps.atomics, "fabrix: this provider has no atomics (P::caps.atomics)");
-    return post(op::compare_swap(result8, target8, expected, desired, token));
+    return post(op::compare_swap(result8, target8, expected, desired, token, opts));
   }
   // Two-sided: a send matches the peer's oldest posted recv on this queue
   // pair; a message longer than the recv buffer completes it with truncated.
-  status send(const local_slice& src, std::uint64_t token) {
+  status send(const local_slice& src, std::uint64_t token, op_options opts = op_options::none) {
     static_assert(P::caps.send_recv, "fabrix: this provider has no send/recv (P::caps.send_recv)");
-    return post(op::send(src, token));
+    return post(op::send(src, token, opts));
   }
   status recv(const local_slice& dst, std::uint64_t token) {
     static_assert(P::caps.send_recv, "fabrix: this provider has no send/recv (P::caps.send_recv)");
     return post(op::recv(dst, token));
   }
   status flush(std::uint64_t token) { return post(op::flush(token)); }
+
+  // The next operation posted on this queue pair other than a recv starts
+  // only after every one posted before it is complete at the target. No
+  // completion of its own; a second fence() before that operation changes
+  // nothing.
+  void fence() noexcept { fence_next_ = true; }
+
+  // Options every later operation on this queue pair takes where they apply
+  // (op_options::unsignaled, op_options::delivered; see detail::options_of),
+  // in addition to its own. Operations already posted keep theirs.
+  void set_default_options(op_options defaults) {
+    defaults_ = defaults & (op_options::unsignaled | op_options::delivered);
+    impl_.set_default_options(defaults_);
+  }
+  op_options default_options() const noexcept { return defaults_; }
+
+  // Unsignaled operations of this queue pair that have finished (ok or
+  // not) since it was made; see the header comment for when they count.
+  std::uint64_t finished() const noexcept { return impl_.finished(); }
 
   // --- awaitable forms -----------------------------------------------------
   op_awaitable<P> write(const local_slice& src, remote_slice dst) { return {*this, op::write(src, dst, 0)}; }
@@ -147,12 +181,24 @@ class queue_pair {
       if (status s = detail::validate(ops[i], id_, owner_, caps_); s != status::ok) return {s, i};
     }
     std::size_t posted = 0;
-    const status s = impl_.post(ops, posted);
-    return {s, posted};
+    if (fence_next_) {  // recvs before the fenced operation go as they are
+      std::size_t i = 0;
+      while (i < ops.size() && ops[i].code == opcode::recv) ++i;
+      if (i < ops.size()) {
+        if (status s = impl_.post(ops.first(i), posted); s != status::ok) return {s, posted};
+        if (status s = post_fenced(ops[i]); s != status::ok) return {s, i};
+        posted = i + 1;
+        ops = ops.subspan(i + 1);
+      }
+    }
+    std::size_t rest = 0;
+    const status s = impl_.post(ops, rest);
+    return {s, posted + rest};
   }
   status post(const operation& o) {
     if (!core_ || !core_->open) return status::invalid_argument;  // moved from, or its domain destroyed
     if (status s = detail::validate(o, id_, owner_, caps_); s != status::ok) return s;
+    if (fence_next_ && o.code != opcode::recv) return post_fenced(o);
     std::size_t posted = 0;
     return impl_.post(std::span<const operation>(&o, 1), posted);
   }
@@ -160,12 +206,26 @@ class queue_pair {
   typename P::endpoint_impl& native() noexcept { return impl_; }
 
  private:
+  // The operation after fence() (validated, not a recv): posted with
+  // op_options::fence, as a copy; the fence stays pending when the post is
+  // refused.
+  status post_fenced(const operation& o) {
+    operation fenced = o;
+    fenced.options = fenced.options | op_options::fence;
+    std::size_t posted = 0;
+    const status s = impl_.post(std::span<const operation>(&fenced, 1), posted);
+    if (s == status::ok) fence_next_ = false;
+    return s;
+  }
+
   std::shared_ptr<detail::domain_core<P>> core_;  // declared first: released after impl_
   typename P::endpoint_impl impl_;
   provider_id id_;
   std::uint64_t owner_;  // the domain's id: local slices must carry it
   capabilities caps_;
   std::uint32_t peer_id_;
+  op_options defaults_ = op_options::none;
+  bool fence_next_ = false;
 };
 
 }  // namespace fabrix

@@ -41,9 +41,14 @@ class endpoint_impl {
     for (posted = 0; posted < ops.size(); ++posted) run(ops[posted]);
     return fabrix::status::ok;
   }
+  void set_default_options(fabrix::op_options d) { defaults_ = d; }
+  std::uint64_t finished() const noexcept { return finished_; }
+  // The options the last operation was run with (options_of), for tests.
+  fabrix::op_options last_options() const noexcept { return last_options_; }
 
  private:
   void run(const fabrix::operation& o) {
+    last_options_ = fabrix::detail::options_of(o, defaults_);
     fabrix::completion c{.token = o.token, .bytes = 0, .op = o.code, .flags = o.flags, .imm = o.imm};
     auto* remote = o.remote.buffer ? reinterpret_cast<std::byte*>(o.remote.buffer->address + o.remote.offset) : nullptr;
     for (const auto& l : o.locals()) {
@@ -60,12 +65,18 @@ class endpoint_impl {
       std::memcpy(reinterpret_cast<void*>(o.remote.buffer->address + o.remote.offset), &next, 8);
       std::memcpy(o.locals()[0].address, &old, 8);
     }
-    self_->ring.push(c);
+    if (has(last_options_, fabrix::op_options::unsignaled))
+      ++finished_;  // the fake never fails: no completion
+    else
+      self_->ring.push(c);
     if (o.code == fabrix::opcode::write_with_imm)
       peer_->ring.push({.bytes = o.remote.length, .op = fabrix::opcode::remote_write_imm, .imm = o.imm});
   }
   domain_state* self_;
   domain_state* peer_;
+  fabrix::op_options defaults_ = fabrix::op_options::none;
+  fabrix::op_options last_options_ = fabrix::op_options::none;
+  std::uint64_t finished_ = 0;
 };
 
 class domain_impl {

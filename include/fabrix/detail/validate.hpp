@@ -41,14 +41,44 @@ inline status check_caps(opcode op, const capabilities& caps) noexcept {
   return status::invalid_argument;
 }
 
+inline bool may_be_unsignaled(opcode op) noexcept { return op != opcode::recv && op != opcode::flush; }
+inline bool has_delivery_level(opcode op) noexcept {
+  return op == opcode::write || op == opcode::write_with_imm || op == opcode::send;
+}
+
+// The options a provider acts on for `o`: its own, plus the queue pair's
+// defaults where they apply: unsignaled and delivered only to operations
+// that take them; awaited operations stay signaled; a wrapper's own inner
+// operations (other internal routing bits) take none; fence is never a
+// default. Providers call this once per operation.
+inline op_options options_of(const operation& o, op_options defaults) noexcept {
+  if (defaults == op_options::none || (o.flags & ~flag_awaited) != 0) return o.options;
+  op_options d = op_options::none;
+  if (has(defaults, op_options::unsignaled) && may_be_unsignaled(o.code) && o.flags == 0)
+    d = d | op_options::unsignaled;
+  if (has(defaults, op_options::delivered) && has_delivery_level(o.code)) d = d | op_options::delivered;
+  return o.options | d;
+}
+
+inline status check_options(const operation& o) noexcept {
+  if (has(o.options, op_options::unsignaled) && (!may_be_unsignaled(o.code) || (o.flags & flag_awaited)))
+    return status::invalid_argument;
+  if (has(o.options, op_options::fence) && o.code == opcode::recv) return status::invalid_argument;
+  constexpr auto known = op_options::unsignaled | op_options::delivered | op_options::fence;
+  if ((o.options | known) != known) return status::invalid_argument;
+  return status::ok;
+}
+
 // Checks one operation against the provider `self`, the domain `owner` of
 // the queue pair (whose regions alone may supply local slices) and the
 // provider's capabilities.
 // Returns ok, or the error the caller sees: unsupported, invalid_argument
-// (foreign provider or domain, bad sizes, unaligned atomics), out_of_range (a slice
+// (foreign provider or domain, bad sizes, unaligned atomics, options the
+// operation cannot take), out_of_range (a slice
 // outside its region), access_denied (rights the remote region lacks).
 inline status validate(const operation& o, provider_id self, std::uint64_t owner, const capabilities& caps) noexcept {
   if (status s = check_caps(o.code, caps); s != status::ok) return s;
+  if (status s = check_options(o); s != status::ok) return s;
   if (o.code == opcode::flush) return status::ok;
 
   const auto locals = o.locals();

@@ -39,6 +39,9 @@ class endpoint_impl {
     return status::ok;
   }
 
+  void set_default_options(op_options defaults) { p_->defaults = defaults; }
+  std::uint64_t finished() const noexcept { return p_ ? p_->finished : 0; }
+
   bool failed() const noexcept { return p_ && p_->failed; }
   cudaStream_t stream() const noexcept { return p_ ? p_->stream : nullptr; }
 

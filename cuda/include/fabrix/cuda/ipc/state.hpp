@@ -12,6 +12,7 @@
 #include <fabrix/detail/siphash.hpp>
 #include <fabrix/detail/slot_pool.hpp>
 #include <fabrix/local_slice.hpp>
+#include <fabrix/operation.hpp>
 #include <fabrix/remote_buffer.hpp>
 
 #include <cuda_runtime_api.h>
@@ -165,8 +166,10 @@ struct domain_state {
 
 struct peer_state {
   domain_state* dom = nullptr;
-  std::uint32_t peer_id = 0;  // completion::peer of what arrives on this queue pair
-  link* out = nullptr;        // owned by dom->links
+  op_options defaults = op_options::none;  // the queue pair's (detail::options_of)
+  std::uint64_t finished = 0;              // unsignaled operations finished (endpoint_impl::finished)
+  std::uint32_t peer_id = 0;               // completion::peer of what arrives on this queue pair
+  link* out = nullptr;                     // owned by dom->links
   std::uint64_t nonce = 0;
   std::uint32_t seq = 0;  // which of our connect()s to that domain (link::seq pairs with it)
   fabrix::detail::seal_key secret{};

@@ -69,6 +69,11 @@ class staged_endpoint {
     return status::ok;
   }
 
+  // Operations on host memory go to the inner endpoint as they are, with
+  // these defaults; staged ones are always signaled (start()).
+  void set_default_options(op_options defaults) { inner_->set_default_options(defaults); }
+  std::uint64_t finished() const noexcept { return inner_->finished(); }
+
   typename P::endpoint_impl& inner() noexcept { return *inner_; }
 
  private:
@@ -81,6 +86,9 @@ class staged_endpoint {
 
   status start(const operation& o) {
     if (!o.gather.empty()) return status::unsupported;  // no scatter-gather with staged device memory
+    // Not yet for staged device memory: unsignaled operations and fences
+    // (a lane is several inner operations; their order and count are its own).
+    if (has(o.options, op_options::unsignaled) || has(o.options, op_options::fence)) return status::unsupported;
     const bool message = o.code == opcode::send || o.code == opcode::recv;
     if (message && o.local.length > d_->config.chunk) return status::unsupported;
     if (o.code == opcode::write_with_imm && o.local.length > d_->config.chunk * d_->config.depth)

@@ -12,6 +12,7 @@
 #include <fabrix/detail/slot_pool.hpp>
 #include <fabrix/ofi/key.hpp>
 #include <fabrix/ofi/status.hpp>
+#include <fabrix/operation.hpp>
 #include <fabrix/remote_buffer.hpp>
 
 #include <rdma/fabric.h>
@@ -247,7 +248,9 @@ struct verified_region {
 
 struct peer_state {
   domain_state* dom = nullptr;
-  std::uint32_t peer_id = 0;  // completion::peer of what arrives on this queue pair
+  op_options defaults = op_options::none;  // the queue pair's (detail::options_of)
+  std::uint64_t finished = 0;              // unsignaled operations finished (endpoint_impl::finished)
+  std::uint32_t peer_id = 0;               // completion::peer of what arrives on this queue pair
   fi_addr_t addr = FI_ADDR_UNSPEC;
   std::vector<std::byte> name;             // the peer's libfabric address (fi_getname bytes)
   std::uint64_t nonce = 0;                 // the peer domain's: tags its sends, owns its regions

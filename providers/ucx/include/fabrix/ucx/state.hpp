@@ -9,6 +9,7 @@
 #include <fabrix/detail/siphash.hpp>
 #include <fabrix/detail/slot_pool.hpp>
 #include <fabrix/memory.hpp>
+#include <fabrix/operation.hpp>
 #include <fabrix/remote_buffer.hpp>
 #include <fabrix/ucx/liveness.hpp>
 #include <fabrix/ucx/rkey_cache.hpp>
@@ -279,7 +280,9 @@ struct domain_state {
 
 struct peer_state {
   domain_state* dom = nullptr;
-  std::uint32_t peer_id = 0;  // completion::peer of what arrives on this queue pair
+  op_options defaults = op_options::none;  // the queue pair's (detail::options_of)
+  std::uint64_t finished = 0;              // unsignaled operations finished (endpoint_impl::finished)
+  std::uint32_t peer_id = 0;               // completion::peer of what arrives on this queue pair
   ucp_ep_h ep = nullptr;
   std::uint64_t send_tag = 0;              // our domain's nonce: tags our sends
   std::uint64_t recv_tag = 0;              // the peer domain's nonce: matches its sends, owns its regions

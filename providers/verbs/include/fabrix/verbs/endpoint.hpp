@@ -40,6 +40,9 @@ class endpoint_impl {
 
   status post(std::span<const operation> ops, std::size_t& posted) { return detail::post_ops(*p_, ops, posted); }
 
+  void set_default_options(op_options defaults) { p_->defaults = defaults; }
+  std::uint64_t finished() const noexcept { return p_ ? p_->finished : 0; }
+
   bool failed() const noexcept { return p_ && p_->failed; }
   // Why the queue pair failed (empty while it works).
   std::string failure() const { return p_ ? p_->failure_text : std::string("moved-from endpoint"); }

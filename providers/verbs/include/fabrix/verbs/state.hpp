@@ -7,6 +7,7 @@
 #include <fabrix/completion.hpp>
 #include <fabrix/detail/completion_ring.hpp>
 #include <fabrix/detail/siphash.hpp>
+#include <fabrix/operation.hpp>
 #include <fabrix/remote_buffer.hpp>
 #include <fabrix/verbs/address.hpp>
 #include <fabrix/verbs/credits.hpp>
@@ -62,7 +63,9 @@ struct domain_state;
 
 struct peer_state {
   domain_state* dom = nullptr;
-  std::uint32_t peer_id = 0;  // completion::peer of what arrives on this queue pair
+  op_options defaults = op_options::none;  // the queue pair's (detail::options_of)
+  std::uint64_t finished = 0;              // unsignaled operations finished (endpoint_impl::finished)
+  std::uint32_t peer_id = 0;               // completion::peer of what arrives on this queue pair
   ibv_qp* qp = nullptr;
   ibv_ah* ah = nullptr;  // to the peer's UD queue pair (handshake); null for a loopback to self
   peer_address remote{};
