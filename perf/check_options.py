@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
 """Meson test (suite perf): bad options give a clear message and exit 2,
 --help exits 0, and two sides started with different options refuse each
-other with a message naming the difference (exit 2).
+other with a message naming the difference (exit 2). --dispatch static
+with each compiled-in provider runs statically (the header says so) or
+refuses clearly, never falling back to any_provider; --alloc provider with a
+provider that does not allocate refuses with the reason (exit 2).
 usage: check_options.py FABRIX_PERF"""
+import os
 import socket
 import subprocess
 import sys
@@ -15,8 +19,34 @@ def expect(cmd, code, needle, stream="stderr"):
         sys.exit(f"FAIL: {cmd} -> exit {p.returncode}, expected {code} with {needle!r}\n{p.stdout}{p.stderr}")
 
 
+def dispatch_static(perf, provider):
+    """--dispatch static --provider NAME: a static run, or a clear refusal."""
+    cmd = [perf, "--loopback", "--provider", provider, "--dispatch", "static", "write", "bw", "-s", "64", "-n", "20",
+           "--timeout", "20"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    here = os.path.dirname(os.path.abspath(__file__))
+    if os.path.exists(os.path.join(here, f"bind_{provider}.cpp")):
+        if p.returncode == 0 and f"dispatch     : static (fabrix::{provider}::provider)" in p.stdout:
+            return
+        if p.returncode == 1 and "cannot open provider" in p.stderr:
+            return  # no device for it here (verbs, cuda_ipc); the refusal names it
+        sys.exit(f"FAIL: {cmd} -> exit {p.returncode}, expected a static run\n{p.stdout}{p.stderr}")
+    if p.returncode != 2 or "has no static binding" not in p.stderr or "any_provider" in p.stdout:
+        sys.exit(f"FAIL: {cmd} -> exit {p.returncode}, expected a refusal naming the missing binding\n"
+                 f"{p.stdout}{p.stderr}")
+
+
 def main():
     perf = sys.argv[1]
+    expect([perf, "--dispatch", "dynamic"], 2, "bad dispatch")
+    providers = subprocess.run([perf, "--list-providers"], capture_output=True, text=True).stdout.split()
+    for provider in providers:
+        dispatch_static(perf, provider)
+    if "ofi" in providers:
+        expect([perf, "--loopback", "--provider", "ofi", "--alloc", "provider", "write", "bw", "-s", "64", "-n", "20",
+                "--timeout", "20"], 2, "'ofi' does not allocate memory")
+        expect([perf, "--loopback", "--provider", "ofi", "--dispatch", "any", "--alloc", "provider", "write", "bw",
+                "-s", "64", "-n", "20", "--timeout", "20"], 2, "does not allocate memory")
     expect([perf, "--help"], 0, "usage: fabrix-perf", "stdout")
     expect([perf, "-s"], 2, "-s needs a value")
     expect([perf, "-s", "12Q"], 2, "bad size")

@@ -6,7 +6,16 @@ memory — and checks that it exits 0 (its own data checks passed), that its
 table has a row per measurement and that its JSON matches the schema.
 Timings are not judged. A provider whose hardware is absent (verbs,
 cuda_ipc) makes the test skip (77).
-usage: check_run.py FABRIX_PERF [--brief] --provider NAME [--transport T] [--device D]
+Every run's header and JSON must also say which provider ran and why
+(asked, or auto-picked with every better provider passed over named), which
+dispatch (static where perf/bind_<provider>.cpp exists, unless --dispatch
+any) and who allocated the memory (the provider where it allocates, unless
+--alloc user or --mem cuda).
+usage: check_run.py FABRIX_PERF [--brief] [--provider NAME] [--transport T] [--device D]
+
+Without --provider (the perf-auto test): fabrix-perf's own choice, as
+tools/demo.sh runs it: every test and mode at one odd size, then write at
+64 KiB.
 
 --brief (the soft-RoCE VM, where every operation is slow): one run of every
 test and mode at one odd size, and write bw and lat at 64 KiB, 100 iterations
@@ -21,6 +30,53 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import schema  # noqa: E402
 
 HARDWARE = {"verbs", "cuda_ipc"}
+HERE = os.path.dirname(os.path.abspath(__file__))
+# Providers whose allocate_memory fabrix-perf uses under --alloc auto.
+ALLOCATES = {"ucx"}
+
+
+def value(args, name, default=None):
+    return args[args.index(name) + 1] if name in args else default
+
+
+def check_choices(perf, doc, stdout, extra):
+    """The header and the JSON say which provider and why, which dispatch,
+    and who allocated the memory; exits with a message when they do not."""
+    provider = doc["provider"]
+    asked = value(extra, "--provider")
+    header = [l.strip() for l in stdout.splitlines()]
+    problems = []
+    if asked:
+        line = f"provider     : {provider} (asked: --provider {asked})"
+        if doc.get("provider_choice") != "asked" or line not in stdout:
+            problems.append(f"the header does not say provider {provider} was asked for")
+    else:
+        if doc.get("provider_choice") != "auto" or not any(
+                l.startswith(f"provider     : {provider} (auto-picked") for l in header):
+            problems.append(f"the header does not say provider {provider} was auto-picked")
+        names = subprocess.run([perf, "--list-providers"], capture_output=True, text=True).stdout.split()
+        passed = doc.get("passed_over", "")
+        for better in names[:names.index(provider)] if provider in names else ["(picked one not listed)"]:
+            if not passed.startswith(f"{better}:") and f"; {better}:" not in passed:
+                problems.append(f"auto passed over {better} without saying why: {doc.get('passed_over')!r}")
+    dispatch = value(extra, "--dispatch", "auto")
+    if dispatch == "any":
+        want = "runtime (fabrix::any_provider)"
+    elif os.path.exists(os.path.join(HERE, f"bind_{provider}.cpp")):
+        want = f"static (fabrix::{provider}::provider)"
+    else:
+        want = "runtime (fabrix::any_provider): no static binding"
+    if not doc.get("dispatch", "").startswith(want) or f"dispatch     : {want}" not in stdout:
+        problems.append(f"dispatch is {doc.get('dispatch')!r}, expected {want!r}...")
+    allocates = provider in ALLOCATES and value(extra, "--alloc", "auto") != "user" and \
+        value(extra, "--mem", "host") == "host"
+    want_alloc = "provider" if allocates else "fabrix-perf"
+    phrase = "allocated and registered by the provider" if allocates else "allocated by fabrix-perf, registered"
+    if doc.get("allocated_by") != want_alloc or phrase not in doc.get("memory", "") or phrase not in stdout:
+        problems.append(f"memory: allocated_by {doc.get('allocated_by')!r}, memory {doc.get('memory')!r}; "
+                        f"expected {want_alloc!r} ({phrase})")
+    if problems:
+        sys.exit("FAIL: " + "\n  ".join(problems))
 
 
 def run(perf, extra, json_path, expect_rows):
@@ -28,7 +84,7 @@ def run(perf, extra, json_path, expect_rows):
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=100)
     sys.stdout.write(p.stdout)
     sys.stderr.write(p.stderr)
-    provider = extra[extra.index("--provider") + 1]
+    provider = value(extra, "--provider")
     absent = ("cannot open provider", "no CUDA device")
     if p.returncode != 0 and provider in HARDWARE and any(a in p.stderr for a in absent):
         print(f"SKIP: provider {provider} has no device here")
@@ -40,8 +96,9 @@ def run(perf, extra, json_path, expect_rows):
     problems = schema.validate(doc)
     if problems:
         sys.exit("FAIL: JSON does not match the schema:\n  " + "\n  ".join(problems))
-    if doc["provider"] != provider:
+    if provider and doc["provider"] != provider:
         sys.exit(f"FAIL: JSON says provider {doc['provider']!r}, asked for {provider!r}")
+    check_choices(perf, doc, p.stdout, extra)
     if len(doc["results"]) != expect_rows:
         sys.exit(f"FAIL: {len(doc['results'])} results, expected {expect_rows}")
     rows = [l for l in p.stdout.splitlines() if l.strip() and l.split()[0].isdigit()]
@@ -60,6 +117,11 @@ def main():
             run(perf, args + ["-s", "4097", "-n", "100", "--iters-warmup", "10"], out, 12)
             big = "1M" if "cuda" in " ".join(args) else "64K"
             run(perf, args + ["write", "-s", big, "-n", "100", "--iters-warmup", "10"], out, 2)
+            print("OK")
+            return
+        if "--provider" not in args:
+            run(perf, args + ["-s", "4097", "-n", "200", "--iters-warmup", "10"], out, 12)
+            run(perf, args + ["write", "-s", "64K", "-n", "300"], out, 2)
             print("OK")
             return
         # Every test and mode at one odd size (atomics are always 8 B): 12 rows.

@@ -3,14 +3,12 @@
 //   client:   fabrix-perf [TEST] [MODE] [options] HOST
 //   one node: fabrix-perf --loopback [TEST] [MODE] [options]
 // See usage() in options.cpp and perf/README.md.
-#include "clock.hpp"
+#include "bindings.hpp"
+#include "buffer.hpp"
 #include "failure.hpp"
 #include "options.hpp"
 #include "pairs.hpp"
 #include "providers.hpp"
-#include "report.hpp"
-#include "runner.hpp"
-#include "session.hpp"
 
 #include <fabrix/any_provider.hpp>
 #include <fabrix/bootstrap.hpp>
@@ -23,77 +21,78 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <vector>
 
 namespace fabrix::perf {
 namespace {
 
-std::string_view to_string(gpu_path g) {
-  switch (g) {
-    case gpu_path::none: return "none (host memory only)";
-    case gpu_path::staged: return "staged through host bounce buffers";
-    case gpu_path::direct: return "direct";
-  }
-  return "unknown";
+std::string join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
 }
 
-// Runs every step of the plan as one side of the job over provider type P
-// with the domain already opened (or its error); returns the exit status.
-// Only the client of pair 0 reports (`reports`; see pairs.hpp).
-template <provider P>
-int run_with(const options& opts, bootstrap boot, const char* role, result<domain<P>> dom, const char* dispatch,
-             bool reports) {
-  const auto steps = plan(opts);
-  auto s = open_session<P>(opts, std::move(boot), steps, std::move(dom));
-  std::optional<report> rep;
-  if (!s.server() && reports) {
-    run_info info;
-    info.provider = std::string(fabrix::to_string(s.dom.provider()));
-    info.transport = opts.transport;
-    info.device = opts.device;
-    info.describe = s.dom.describe();
-    info.memory = opts.mem + (s.provider_allocated ? ", allocated and registered by the provider"
-                                                   : ", allocated by fabrix-perf, registered");
-    info.gpu_path = std::string(to_string(s.dom.caps().gpu));
-    info.dispatch = dispatch;
-    info.clock = ticks().source();
-    info.role = role;
-    info.bootstrap = s.boot.describe();
-    rep.emplace(opts, info);
-    rep->header();
-  }
-  runner<P> run(s, rep ? &*rep : nullptr);
-  for (std::size_t i = 0; i < steps.size(); ++i) run.run(steps[i], i);
-  run.finish();
-  if (rep) {
-    std::string err;
-    if (!rep->write_json(err)) fail(err);
-  }
-  if (auto b = s.boot.barrier(); !b) fail("final bootstrap barrier: " + b.error().describe());
-  return 0;
-}
-
-// Opens the provider --provider names ("auto": the first registered one, best
-// first, that opens) — through its static type when one is compiled in and
-// --dispatch static, else through fabrix::any_provider.
+// Chooses the provider and the dispatch, then runs this side; returns the
+// exit status. Never falls back silently: the header says what was chosen
+// and why (perf/README.md, "Which provider, which dispatch").
+//   provider: --provider NAME, or with "auto" the first registered provider,
+//     best first, that opens here (verbs without an RDMA device does not);
+//     each one passed over is named with its error.
+//   dispatch: the provider's static binding (bindings.hpp) when there is
+//     one, unless --dispatch any; "static" refuses a provider without one
+//     (exit 2), "auto" (the default) then runs it through any_provider and
+//     says why.
 int run_side(const options& opts, bootstrap boot, const char* role, bool reports = true) {
+  side sd{opts, std::move(boot), role, reports, {}, {}, {}, {}};
   domain_options dopts;
-  dopts.provider = opts.provider;
   dopts.transport = opts.transport;
   dopts.device = opts.device;
-#if defined(FABRIX_HAVE_UCX) && FABRIX_HAVE_UCX
-  if (opts.dispatch == "static") {
-    for (auto name : registered_providers()) {
-      if (opts.provider != "auto" && name != opts.provider) continue;
-      if (name != "ucx") break;  // no static type compiled in for it
-      auto d = fabrix::ucx::domain::create(dopts);
-      if (d || opts.provider == "ucx")
-        return run_with<fabrix::ucx::provider>(opts, std::move(boot), role, std::move(d),
-                                               "static (fabrix::ucx::provider)", reports);
-    }
+  const bool pick = opts.provider == "auto";
+  std::vector<std::string> names;  // in the order tried
+  if (pick) {
+    // As fabrix::open("auto"): "<name>+staged" entries (cuda/staged_open.hpp)
+    // open by name only.
+    for (auto n : registered_providers())
+      if (n.find('+') == std::string_view::npos) names.emplace_back(n);
+  } else {
+    names.push_back(opts.provider);
   }
-#endif
-  return run_with<any_provider>(opts, std::move(boot), role, any_domain::create(dopts),
-                                "runtime (fabrix::any_provider)", reports);
+  sd.choice = pick ? "auto" : "asked";
+  std::string passed;  // auto: "verbs: no RDMA device found ...; ..."
+  for (const std::string& name : names) {
+    dopts.provider = name;
+    const static_binding* b = opts.dispatch == "any" ? nullptr : find_static_binding(name);
+    if (b == nullptr && opts.dispatch == "static") {
+      const std::string refusal = "--dispatch static: provider '" + name +
+                                  "' has no static binding in this fabrix-perf (perf/bind_" + name +
+                                  ".cpp is not in its build); use --dispatch auto or --dispatch any";
+      if (!pick) fail_usage(refusal);
+      // auto: refused only if it is the provider auto picks (it opens here).
+      if (auto probe = any_domain::create(dopts); !probe) {
+        passed += (passed.empty() ? "" : "; ") + probe.error().describe();
+        continue;
+      }
+      fail_usage(refusal + " (auto picked it: the best provider that opens here)");
+    }
+    sd.choice_reason = pick ? "auto-picked: the first of " + join(names) + " (best first) that opens here"
+                            : "asked: --provider " + name;
+    sd.passed_over = passed;
+    if (b != nullptr)
+      sd.dispatch = "static (" + std::string(b->type) + ")";
+    else if (opts.dispatch == "any")
+      sd.dispatch = "runtime (fabrix::any_provider), asked: --dispatch any";
+    else
+      sd.dispatch = "runtime (fabrix::any_provider): no static binding for '" + name + "' in this fabrix-perf";
+    std::string why;
+    const auto code = b != nullptr ? b->run(sd, dopts, pick, why) : open_and_run_any(sd, dopts, pick, why);
+    if (code) return *code;
+    passed += (passed.empty() ? "" : "; ") + why;
+  }
+  // auto, and nothing opened here: both sides learn it before failing.
+  sd.choice_reason = "auto: none of " + join(names) + " opens here";
+  sd.dispatch = "none";
+  return run_on_error(sd, make_error(status::unsupported, names.empty() ? "no provider is registered"
+                                                                        : "no provider opened here: " + passed));
 }
 
 std::string with_port(const std::string& host, int port) {

@@ -135,15 +135,18 @@ MODE   bw | lat (default: both)
   -b, --bidirectional     both sides initiate at once (bw); reports the sum
       --report_gbits      bandwidth in Gb/s instead of MB/s (MB = 2^20 bytes)
       --out_json FILE     also write the results as JSON (schema: perf/README.md)
-      --provider NAME     verbs | ucx | ofi | cuda_ipc | auto (default auto)
+      --provider NAME     verbs | ucx | ofi | cuda_ipc | auto (default auto: the
+                          first of --list-providers that opens here)
       --transport LIST    UCX_TLS list, or a libfabric provider name
       --device NAME       device for the provider (mlx5_0, eth0, ...)
       --mem KIND          host | cuda[:N] (default host)
       --alloc WHO         auto | provider | user: who allocates the registered
                           buffers (auto: the provider when it can, as ucx_perftest
                           does with ucp_mem_map ALLOCATE; user: mmap + register)
-      --dispatch HOW      static | any: the provider's static type when compiled
-                          in (default), or fabrix::any_provider (virtual calls)
+      --dispatch HOW      auto | static | any: the provider's static type (direct
+                          calls) when fabrix-perf has it, else any_provider
+                          (auto, the default); static: refuse without it;
+                          any: fabrix::any_provider (virtual calls)
   -p, --port PORT         bootstrap port of the server (default 18515)
       --loopback          run server and client here
       --timeout SECONDS   give up on a silent peer after this long (default 60)
@@ -280,7 +283,8 @@ parse_outcome parse(int argc, char** argv) {
           return fail("bad allocation mode in '" + shown + "' (auto, user or provider)");
         o.alloc = *v;
       } else if (arg == "--dispatch") {
-        if (*v != "static" && *v != "any") return fail("bad dispatch in '" + shown + "' (static or any)");
+        if (*v != "auto" && *v != "static" && *v != "any")
+          return fail("bad dispatch in '" + shown + "' (auto, static or any)");
         o.dispatch = *v;
       } else if (arg == "--timeout") {
         auto n = int_from<int>(*v, 1, 3600);

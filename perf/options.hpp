@@ -39,9 +39,11 @@ struct options {
   // allocate registered memory itself, like ucx_perftest; else fabrix-perf),
   // "provider", or "user" (fabrix-perf allocates, the provider registers).
   std::string alloc = "auto";
-  // "static": a compiled-in static provider type when the chosen provider
-  // has one (no virtual calls); "any": always through fabrix::any_provider.
-  std::string dispatch = "static";
+  // "auto": the chosen provider's static binding when fabrix-perf has one
+  // (no virtual calls), else fabrix::any_provider, and the header says why;
+  // "static": its static binding or refuse (exit 2); "any": always through
+  // fabrix::any_provider.
+  std::string dispatch = "auto";
   int port = 18515;
   std::string host;  // the server to reach; empty on the server
   bool loopback = false;

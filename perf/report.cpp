@@ -43,7 +43,8 @@ report::report(const options& o, run_info info) : opts_(o), info_(std::move(info
 void report::header() const {
   std::printf("%s\n", rule);
   std::printf(" fabrix-perf (%s)\n", info_.role.c_str());
-  std::printf(" provider     : %s\n", info_.provider.c_str());
+  std::printf(" provider     : %s (%s)\n", info_.provider.c_str(), info_.choice_reason.c_str());
+  if (!info_.passed_over.empty()) std::printf(" passed over  : %s\n", info_.passed_over.c_str());
   std::printf(" transport    : %s\n", info_.transport.empty() ? "(provider default)" : info_.transport.c_str());
   std::printf(" device       : %s\n", info_.device.empty() ? "(provider choice)" : info_.device.c_str());
   std::printf(" domain       : %s\n", info_.describe.c_str());
@@ -101,10 +102,14 @@ bool report::write_json(std::string& error) const {
   std::ostringstream j;
   j << "{\n  \"schema\": \"fabrix-perf/1\",\n";
   j << "  \"provider\": " << json_string(info_.provider) << ",\n";
+  j << "  \"provider_choice\": " << json_string(info_.choice) << ",\n";
+  j << "  \"provider_reason\": " << json_string(info_.choice_reason) << ",\n";
+  j << "  \"passed_over\": " << json_string(info_.passed_over) << ",\n";
   j << "  \"transport\": " << json_string(info_.transport) << ",\n";
   j << "  \"device\": " << json_string(info_.device) << ",\n";
   j << "  \"domain\": " << json_string(info_.describe) << ",\n";
   j << "  \"memory\": " << json_string(info_.memory) << ",\n";
+  j << "  \"allocated_by\": " << json_string(info_.allocated_by) << ",\n";
   j << "  \"gpu_path\": " << json_string(info_.gpu_path) << ",\n";
   j << "  \"dispatch\": " << json_string(info_.dispatch) << ",\n";
   j << "  \"clock\": " << json_string(info_.clock) << ",\n";

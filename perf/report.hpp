@@ -14,15 +14,19 @@ namespace fabrix::perf {
 // What the header says about the run.
 struct run_info {
   std::string provider;
+  std::string choice;         // "asked" (--provider NAME) or "auto"
+  std::string choice_reason;  // "asked: --provider ucx", "auto-picked: the first of ... that opens here"
+  std::string passed_over;    // auto: the better providers that did not open here, with why; or empty
   std::string transport;
   std::string device;
-  std::string describe;   // the domain's own one-line description
-  std::string memory;     // "host", "cuda:0"
-  std::string gpu_path;   // caps().gpu: none / staged / direct
-  std::string dispatch;   // static provider type or any_provider
-  std::string clock;      // "TSC" or "steady_clock"
-  std::string role;       // "client", "loopback" or "client (launched)"
-  std::string bootstrap;  // the bootstrap's describe(): which engine, where
+  std::string describe;      // the domain's own one-line description
+  std::string memory;        // "host, allocated and registered by the provider", ...
+  std::string allocated_by;  // who allocated the data region: "provider" or "fabrix-perf"
+  std::string gpu_path;      // caps().gpu: none / staged / direct
+  std::string dispatch;      // static provider type or any_provider
+  std::string clock;         // "TSC" or "steady_clock"
+  std::string role;          // "client", "loopback" or "client (launched)"
+  std::string bootstrap;     // the bootstrap's describe(): which engine, where
 };
 
 class report {

@@ -3,6 +3,9 @@ tests, compare.sh and plot.py. validate(doc) returns a list of problems."""
 
 TOP = {"schema": str, "provider": str, "transport": str, "device": str, "domain": str,
        "memory": str, "gpu_path": str, "options": dict, "results": list}
+# Added later: checked when present (older files lack them).
+OPTIONAL = {"provider_choice": str, "provider_reason": str, "passed_over": str, "allocated_by": str,
+            "dispatch": str}
 OPTIONS = {"qps": int, "tx_depth": int, "post_list": int, "bidirectional": bool}
 TESTS = {"write", "read", "write_imm", "send", "fetch_add", "compare_swap"}
 COMMON = {"test": str, "mode": str, "bytes": int, "iterations": int, "verified": bool}
@@ -29,6 +32,11 @@ def validate(doc):
         return out
     if doc["schema"] != "fabrix-perf/1":
         out.append(f"unknown schema {doc['schema']!r}")
+    _typed(doc, {k: t for k, t in OPTIONAL.items() if k in doc}, "top", out)
+    if doc.get("provider_choice", "auto") not in ("auto", "asked"):
+        out.append(f"top: unknown provider_choice {doc['provider_choice']!r}")
+    if doc.get("allocated_by", "provider") not in ("provider", "fabrix-perf"):
+        out.append(f"top: unknown allocated_by {doc['allocated_by']!r}")
     _typed(doc["options"], OPTIONS, "options", out)
     for i, r in enumerate(doc["results"]):
         where = f"results[{i}]"

@@ -39,6 +39,7 @@ struct session {
   remote_buffer peer_data, peer_control;
   std::uint64_t slots = 0;          // tx depth: operations in flight, atomics slots
   bool provider_allocated = false;  // the data region's memory came from the provider
+  std::string not_allocated_why;    // when it did not: why (for the header)
   bool server() const noexcept { return boot.rank() == 0; }
 
   // The data region as fabrix-perf reads and writes it: the registered
@@ -100,7 +101,7 @@ session<P> open_session(const options& opts, bootstrap boot, const std::vector<s
   if (std::string diff = compare_agreement(text(0), text(1)); !diff.empty())
     fail_usage(diff + " (start both sides with the same options)");
 
-  session<P> s{opts, std::move(boot), std::move(*dom), {}, {}, {}, {}, {}, {}, {}, {}, 0, false};
+  session<P> s{opts, std::move(boot), std::move(*dom), {}, {}, {}, {}, {}, {}, {}, {}, 0, false, {}};
   std::uint64_t max_size = 8;
   for (const step& st : steps) max_size = std::max(max_size, st.size);
   s.slots = static_cast<std::uint64_t>(opts.tx_depth);
@@ -116,21 +117,33 @@ session<P> open_session(const options& opts, bootstrap boot, const std::vector<s
       fail_usage("--mem " + opts.mem + ": provider '" + std::string(to_string(s.dom.provider())) +
                  "' cannot reach GPU memory (its caps().gpu is none); try --provider cuda_ipc");
   }
+  // Who allocates the data region (--alloc): the provider where it can
+  // (auto; through any_provider too, which answers unsupported for a
+  // provider that does not allocate), the provider or fail (provider), or
+  // fabrix-perf, which then registers it (user). The header says which, and
+  // why not the provider.
   bool allocated = false;
-  if constexpr (allocates_memory<P>) {
-    if (opts.alloc != "user" && where.kind == memory_kind::host) {
-      auto r = s.dom.allocate_memory(s.lay.total, access::all_remote);
-      if (r) {
-        s.data.emplace(std::move(*r));
-        allocated = true;
-      } else if (opts.alloc == "provider") {
-        fail("the provider cannot allocate " + std::to_string(s.lay.total) + " bytes: " + r.error().describe());
-      }
+  std::string why_not;
+  const std::string name(to_string(s.dom.provider()));
+  if (opts.alloc == "user") {
+    why_not = "--alloc user";
+  } else if (where.kind != memory_kind::host) {
+    why_not = "providers allocate host memory only";
+  } else if constexpr (allocates_memory<P>) {
+    auto r = s.dom.allocate_memory(s.lay.total, access::all_remote);
+    if (r) {
+      s.data.emplace(std::move(*r));
+      allocated = true;
+    } else if (opts.alloc == "provider" && r.code() != status::unsupported) {
+      fail("--alloc provider: provider '" + name + "' cannot allocate " + std::to_string(s.lay.total) +
+           " bytes: " + r.error().describe());
+    } else {
+      why_not = r.error().describe();
     }
+  } else {
+    why_not = "provider '" + name + "' does not allocate memory";
   }
-  if (!allocated && opts.alloc == "provider")
-    fail_usage("--alloc provider: provider '" + std::string(to_string(s.dom.provider())) +
-               "' has no allocator here (try --dispatch static, or --alloc user)");
+  if (!allocated && opts.alloc == "provider") fail_usage("--alloc provider: " + why_not + " (try --alloc user)");
   if (!allocated) {
     s.data_mem = buffer::allocate(where, s.lay.total, err);
     if (!s.data_mem) fail_usage(err);
@@ -139,6 +152,7 @@ session<P> open_session(const options& opts, bootstrap boot, const std::vector<s
     s.data.emplace(std::move(*d));
   }
   s.provider_allocated = allocated;
+  s.not_allocated_why = why_not;
   s.control_mem = buffer::allocate({}, control_bytes, err);
   if (!s.control_mem) fail(err);
   auto c = s.dom.register_memory(s.control_mem.data(), control_bytes, memory_location{}, access::remote_write);

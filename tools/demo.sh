@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The main job: installs what is missing, builds, and runs fabrix-perf on the
 # embedded default — loopback on this machine (a server and a client
-# process), the auto-picked provider, the built-in bootstrap — sweeping
+# process), the auto-picked provider (the best that opens here, run through
+# its static type on memory it allocates where it can; the header says which
+# and why), the built-in bootstrap — sweeping
 # every test (write, read, write_imm, send, fetch_add, compare_swap) as
 # bandwidth and latency from 2 B to 8 MiB. Every size's bytes are checked;
 # a wrong byte fails the demo. Extra arguments go to fabrix-perf.

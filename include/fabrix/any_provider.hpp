@@ -3,6 +3,9 @@
 // `template <provider P>` code runs unchanged with static or runtime choice.
 // Each call is one virtual dispatch into the chosen provider; operations the
 // provider lacks return status::unsupported instead of failing to compile.
+// The same holds for the optional allocate_memory (allocates_memory<P>):
+// any_provider always offers it, and it returns status::unsupported, with a
+// message naming the provider, when the chosen provider does not allocate.
 //
 // Providers join the registry when their header is included (e.g.
 // <fabrix/ucx.hpp> registers "ucx"). fabrix::open("ucx") opens that one;
@@ -40,6 +43,8 @@ struct any_domain_base {
   virtual ~any_domain_base() = default;
   virtual result<std::unique_ptr<any_region_base>> register_memory(void* addr, std::size_t len, memory_location where,
                                                                    access rights) = 0;
+  // The provider's allocate_memory, or status::unsupported where it has none.
+  virtual result<std::unique_ptr<any_region_base>> allocate_memory(std::size_t len, access rights) = 0;
   virtual std::size_t poll(std::span<completion> out) = 0;
   virtual status wait(std::chrono::milliseconds timeout) = 0;
   virtual result<std::vector<std::byte>> address() const = 0;
@@ -76,6 +81,20 @@ struct any_domain_model final : any_domain_base {
     auto r = impl.register_memory(addr, len, where, rights);
     if (!r) return unexpected(std::move(r).error());
     return std::unique_ptr<any_region_base>(new any_region_model<P>(std::move(*r)));
+  }
+  result<std::unique_ptr<any_region_base>> allocate_memory(std::size_t len, access rights) override {
+    if constexpr (allocates_memory<P>) {
+      auto r = impl.allocate_memory(len, rights);
+      if (!r) return unexpected(std::move(r).error());
+      return std::unique_ptr<any_region_base>(new any_region_model<P>(std::move(*r)));
+    } else {
+      (void)len;
+      (void)rights;
+      return unexpected(status::unsupported,
+                        "allocate_memory: this provider does not allocate memory (allocate it yourself and "
+                        "register_memory() it)",
+                        std::string(P::name));
+    }
   }
   std::size_t poll(std::span<completion> out) override { return impl.poll(out); }
   status wait(std::chrono::milliseconds timeout) override { return impl.wait(timeout); }
@@ -188,6 +207,16 @@ struct any_provider {
       if (!r) return unexpected(std::move(r).error());
       return region_impl(std::move(*r));
     }
+    // Makes allocates_memory<any_provider> hold: domain<any_provider>::
+    // allocate_memory compiles, and at run time it is the chosen provider's
+    // allocate_memory or status::unsupported (with a message) where it has
+    // none. Code that tests allocates_memory<P> must therefore also handle
+    // that error (e.g. by allocating and registering the memory itself).
+    result<region_impl> allocate_memory(std::size_t len, access rights) {
+      auto r = d_->allocate_memory(len, rights);
+      if (!r) return unexpected(std::move(r).error());
+      return region_impl(std::move(*r));
+    }
     std::size_t poll(std::span<completion> out) { return d_->poll(out); }
     status wait(std::chrono::milliseconds timeout) { return d_->wait(timeout); }
     result<std::vector<std::byte>> address() const { return d_->address(); }
@@ -208,6 +237,7 @@ struct any_provider {
 };
 
 static_assert(provider<any_provider>, "any_provider must satisfy the provider concept");
+static_assert(allocates_memory<any_provider>, "any_provider forwards allocate_memory (unsupported at run time)");
 
 using any_domain = domain<any_provider>;
 

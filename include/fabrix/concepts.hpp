@@ -91,6 +91,8 @@ concept provider =
 //   allocate_memory(len, access) -> result<region_impl>
 // (fabrix::ucx: ucp_mem_map with ALLOCATE, which may place it in a
 // shared-memory segment that peers on the node write with plain copies).
+// Holding it says the call exists, not that it succeeds: fabrix::any_provider
+// has it and returns status::unsupported when its chosen provider lacks it.
 template <class P>
 concept allocates_memory = provider<P> && requires(typename P::domain_impl& d, std::size_t len, access rights) {
   { d.allocate_memory(len, rights) } -> std::same_as<result<typename P::region_impl>>;

@@ -85,7 +85,10 @@ class domain {
   // (allocates_memory<P>), freed when the region is destroyed; use
   // memory_region::data(). Where peers on the same node can map it, their
   // writes into it are plain copies instead of system calls or emulation
-  // (UCX over shared memory).
+  // (UCX over shared memory). fabrix::any_provider satisfies
+  // allocates_memory too: there the chosen provider decides at run time,
+  // and one that does not allocate returns status::unsupported — so code
+  // that tests allocates_memory<P> must still handle that error.
   result<memory_region<P>> allocate_memory(std::size_t len, access rights) requires allocates_memory<P> {
     if (len == 0) return unexpected(status::invalid_argument, "allocate_memory: empty length");
     if (!is_known(rights)) return unexpected(status::invalid_argument, "allocate_memory: unknown access bits");

@@ -1,7 +1,9 @@
 // An in-process provider for unit tests of the core: "remote" memory is in
 // this process, operations are memcpy and plain arithmetic, completions are
 // immediate; device "limited" offers no atomics and no send/recv. It exercises the core templates (validation, routing,
-// awaitables, any_provider) without any fabric.
+// awaitables, any_provider) without any fabric. fake::allocating_provider is
+// the same plus allocate_memory (allocates_memory): zeroed bytes that live
+// as long as its domain.
 #pragma once
 
 #include <fabrix/detail/completion_ring.hpp>
@@ -10,6 +12,7 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 namespace fake {
 
@@ -137,5 +140,33 @@ struct provider {
   using region_impl = fake::region_impl;
 };
 static_assert(fabrix::provider<provider>);
+
+class allocating_domain_impl : public domain_impl {
+ public:
+  static fabrix::result<allocating_domain_impl> create(const fabrix::domain_options& o) {
+    auto d = domain_impl::create(o);
+    if (!d) return fabrix::unexpected(std::move(d).error());
+    return allocating_domain_impl(std::move(*d));
+  }
+  // Zeroed host memory, registered; it lives as long as the domain (which
+  // outlives its regions), as a real provider's would live with its region.
+  fabrix::result<region_impl> allocate_memory(std::size_t len, fabrix::access rights) {
+    allocations_.emplace_back(new std::byte[len]());
+    return register_memory(allocations_.back().get(), len, {}, rights);
+  }
+
+ private:
+  explicit allocating_domain_impl(domain_impl d) : domain_impl(std::move(d)) {}
+  std::vector<std::unique_ptr<std::byte[]>> allocations_;
+};
+
+struct allocating_provider {
+  static constexpr std::string_view name = "fake_alloc";
+  static constexpr fabrix::capabilities caps{.max_sge = 4};
+  using domain_impl = fake::allocating_domain_impl;
+  using endpoint_impl = fake::endpoint_impl;
+  using region_impl = fake::region_impl;
+};
+static_assert(fabrix::allocates_memory<allocating_provider>);
 
 }  // namespace fake

@@ -176,3 +176,51 @@ TEST_CASE("core: any_provider opens registered providers by name and picks the b
   CHECK(d->poll(c) == 1);
   CHECK(b[11] == std::byte{9});
 }
+
+TEST_CASE("core: any_provider forwards allocate_memory, and says unsupported where the provider does not allocate") {
+  static const bool once = fabrix::detail::register_provider<fake::provider>(10) &&
+                           fabrix::detail::register_provider<fake::allocating_provider>(5);
+  CHECK(once);
+  static_assert(fabrix::allocates_memory<fabrix::any_provider>);
+
+  // A provider that allocates: the regions come from it, sized as asked,
+  // and bytes written and read through them land where data() says.
+  auto a = fabrix::open("fake_alloc").value();
+  auto b = fabrix::open("fake_alloc").value();
+  auto src = a.allocate_memory(64, fabrix::access::local);
+  auto dst = b.allocate_memory(128, fabrix::access::all_remote);
+  REQUIRE(src.has_value());
+  REQUIRE(dst.has_value());
+  REQUIRE(src->size() == 64);
+  REQUIRE(dst->size() == 128);
+  REQUIRE(src->data() != nullptr);
+  for (std::size_t i = 0; i < 64; ++i) src->data()[i] = static_cast<std::byte>(i * 7 + 1);
+  auto qp = a.connect(b.address().value()).value();
+  CHECK(qp.write(src->slice(0, 64), dst->remote().slice(32, 64), 1) == status::ok);
+  completion c[4];
+  REQUIRE(a.poll(c) == 1);
+  CHECK(c[0].status == status::ok);
+  for (std::size_t i = 0; i < 128; ++i) {
+    const auto want = i >= 32 && i < 96 ? static_cast<std::byte>((i - 32) * 7 + 1) : std::byte{0};
+    CHECK(dst->data()[i] == want);
+  }
+  dst->data()[100] = std::byte{0x5a};
+  CHECK(qp.read(src->slice(8, 4), dst->remote().slice(98, 4), 2) == status::ok);
+  REQUIRE(a.poll(c) == 1);
+  CHECK(c[0].op == opcode::read);
+  CHECK(src->data()[8] == std::byte{0});
+  CHECK(src->data()[10] == std::byte{0x5a});
+  CHECK(src->data()[12] == static_cast<std::byte>(12 * 7 + 1));  // past the read: untouched
+  // The core's argument checks still come first.
+  CHECK(a.allocate_memory(0, fabrix::access::local).code() == status::invalid_argument);
+
+  // A provider that does not allocate: unsupported, with a message that
+  // names the provider and what to do instead.
+  auto f = fabrix::open("fake").value();
+  auto none = f.allocate_memory(64, fabrix::access::all_remote);
+  REQUIRE_FALSE(none.has_value());
+  CHECK(none.code() == status::unsupported);
+  CHECK(none.error().provider == "fake");
+  CHECK(none.error().message.find("does not allocate memory") != std::string::npos);
+  CHECK(none.error().describe().find("register_memory") != std::string::npos);
+}
