@@ -12,6 +12,15 @@
 // target cannot see the notification before the data.
 // send -> one message packet (a device source is first copied to a host
 // bounce buffer, synchronously); recv -> queued until a message arrives.
+//
+// Options (completion.hpp, operation.hpp): an op completes when its event
+// has, i.e. when its copies are in the target's memory: every completion is
+// already completion_level::delivered. Unsignaled ops still take a slot and
+// an event; finish() counts them instead of completing them. fence: the
+// ops of one endpoint run in order on its stream, so a fence only matters to
+// a send (a packet, not stream work): a fenced send first waits for the
+// stream and for the notifications of earlier write_with_imm, and returns
+// again while one of those cannot be sent yet.
 #pragma once
 
 #include <fabrix/cuda/ipc/handle.hpp>
@@ -56,10 +65,15 @@ inline std::byte* resolve(peer_state& p, const remote_buffer& rb, status& why) {
   return base;
 }
 
-inline status post_send(peer_state& p, const operation& o) {
+inline status post_send(peer_state& p, const operation& o, op_options opts) {
   domain_state& d = *p.dom;
   const local_slice& src = o.locals()[0];
   if (src.length > max_message) return status::invalid_argument;
+  if (has(opts, op_options::fence) && !p.inflight.empty()) {
+    if (p.stream) cudaStreamSynchronize(p.stream);
+    progress_inflight(d);
+    if (!p.inflight.empty()) return status::again;  // a notification still waits for the socket
+  }
   std::span<const std::byte> bytes(src.address, src.length);
   if (src.location.kind == memory_kind::cuda_device && src.length > 0) {
     if (cudaError_t e = cudaMemcpy(d.tx.data(), src.address, src.length, cudaMemcpyDeviceToHost); e != cudaSuccess)
@@ -69,15 +83,19 @@ inline status post_send(peer_state& p, const operation& o) {
   const status s = send_packet(p.out->fd.get(), packet_type::message, 0, 0, bytes);
   if (s == status::peer_unreachable) fail_peer(p, "sending a message failed: the peer's domain is gone");
   if (s != status::ok) return s;
-  d.ring.push(
-      completion{.token = o.token, .bytes = src.length, .status = status::ok, .op = opcode::send, .flags = o.flags});
+  if (has(opts, op_options::unsignaled))
+    ++p.finished;
+  else
+    d.ring.push(
+        completion{.token = o.token, .bytes = src.length, .status = status::ok, .op = opcode::send, .flags = o.flags});
   return status::ok;
 }
 
 inline status post_one(peer_state& p, const operation& o) {
   domain_state& d = *p.dom;
   if (p.failed) return status::peer_unreachable;
-  if (o.code == opcode::send) return post_send(p, o);
+  const op_options opts = fabrix::detail::options_of(o, p.defaults);
+  if (o.code == opcode::send) return post_send(p, o, opts);
 
   std::byte* remote = nullptr;
   if (fabrix::detail::uses_remote(o.code)) {
@@ -91,6 +109,7 @@ inline status post_one(peer_state& p, const operation& o) {
   op_slot* op = o.code == opcode::recv ? d.recv_ops.take() : d.ops.take();
   if (op == nullptr) return status::again;
   op->in_use = true;
+  op->unsignaled = has(opts, op_options::unsignaled);
   op->peer = &p;
   op->c.token = o.token;
   op->c.op = o.code;

@@ -16,8 +16,11 @@
 
 namespace fabrix::cuda::ipc::detail {
 
+// An unsignaled operation is counted in its peer's `finished` and gives a
+// completion only when it failed.
 inline void finish(domain_state& d, op_slot* op) {
-  d.ring.push(op->c);
+  if (op->unsignaled) ++op->peer->finished;
+  if (!op->unsignaled || op->c.status != status::ok) d.ring.push(op->c);
   if (op->c.op == opcode::recv)
     d.recv_ops.give_back(op);
   else

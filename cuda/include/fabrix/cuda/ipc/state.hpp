@@ -39,6 +39,7 @@ struct op_slot {
   peer_state* peer = nullptr;
   stage st = stage::copying;
   bool in_use = false;
+  bool unsignaled = false;       // op_options::unsignaled: a completion only if it fails
   local_slice recv_dst{};        // recv: where the message goes
   op_slot* next = nullptr;       // in-flight / recv list link
   op_slot* next_free = nullptr;  // slot_pool link
