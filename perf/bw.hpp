@@ -6,6 +6,12 @@
 //
 // Nothing is allocated inside the loop: the operation list, the slot stack
 // and the per-slot counters are sized before the clock starts.
+//
+// --unsignaled (not atomics): every operation of a list but the last is
+// unsignaled; its slot goes back at once and it counts as done when the
+// queue pairs' finished() says so. A provider may count them only when a
+// later flush completes, so when nothing signaled is left in flight the
+// loop posts a flush on every queue pair.
 #pragma once
 
 #include "clock.hpp"
@@ -48,6 +54,8 @@ class bw_initiator {
     const auto list = static_cast<std::uint64_t>(s_.opts.post_list);
     const std::uint64_t window = std::max<std::uint64_t>(depth, (count ? count : 100000) / 20);
     std::uint64_t posted = 0, completed = 0, batches = 0;
+    std::uint64_t signaled_done = 0;
+    const std::uint64_t finished_base = finished_now();
     bool stop = false;
     const std::uint64_t t0 = tc.now();
     std::uint64_t window_start = t0;
@@ -71,10 +79,14 @@ class bw_initiator {
       const std::size_t got = s_.dom.poll(cs);
       for (std::size_t i = 0; i < got; ++i) {
         const completion& c = cs[i];
-        if (c.token < recv_token && c.op != opcode::remote_write_imm && c.op != opcode::recv) {
+        if (c.op == opcode::flush && c.token == flush_token) {
+          expect_ok(c, "bandwidth loop (flush of unsignaled operations)");
+          --flushes_;
+        } else if (c.token < recv_token && c.op != opcode::remote_write_imm && c.op != opcode::recv) {
           if (c.status != status::ok) expect_ok(c, "bandwidth loop");
           on_done(c.token);
-          ++completed;
+          ++signaled_done;
+          --signaled_out_;
         } else if (target_ != nullptr) {
           target_->on(c);
         } else {
@@ -82,6 +94,8 @@ class bw_initiator {
           fail("unexpected completion of " + std::string(to_string(c.op)) + " in the bandwidth loop");
         }
       }
+      completed = unsignaled_ ? signaled_done + (finished_now() - finished_base) : signaled_done;
+      if (unsignaled_ && signaled_out_ == 0 && flushes_ == 0 && completed < posted) retire_unsignaled();
       if (completed >= window_mark) {
         const std::uint64_t now = tc.now();
         const double secs = tc.seconds(now - window_start);
@@ -108,15 +122,44 @@ class bw_initiator {
   const atomic_book& book() const noexcept { return book_; }
 
  private:
+  static constexpr std::uint64_t flush_token = recv_token - 1;
+
   // Posts n operations in one call; returns how many went out.
   std::uint64_t post_list(std::uint64_t n, std::uint64_t batch) {
-    for (std::uint64_t i = 0; i < n; ++i) set_slot(ops_[i], pop_slot());
+    for (std::uint64_t i = 0; i < n; ++i) {
+      set_slot(ops_[i], pop_slot());
+      if (unsignaled_) ops_[i].options = i + 1 < n ? op_options::unsignaled : op_options::none;
+    }
     auto& qp = st_.test == test_kind::send ? s_.qps[0] : s_.qp(batch);
     const post_result r = qp.post(std::span<const operation>(ops_.data(), n));
     if (r.status != status::ok && r.status != status::again)
       fail(std::string("posting ") + std::string(to_string(st_.test)) + ": " + std::string(to_string(r.status)));
     for (std::uint64_t i = n; i > r.posted; --i) free_[free_top_++] = static_cast<std::uint32_t>(ops_[i - 1].token);
+    for (std::uint64_t i = 0; i < r.posted; ++i) {
+      if (has(ops_[i].options, op_options::unsignaled))
+        free_[free_top_++] = static_cast<std::uint32_t>(ops_[i].token);  // no completion will return it
+      else
+        ++signaled_out_;
+    }
     return r.posted;
+  }
+
+  std::uint64_t finished_now() const noexcept {
+    std::uint64_t n = 0;
+    if (unsignaled_)
+      for (const auto& qp : s_.qps) n += qp.finished();
+    return n;
+  }
+
+  // A flush on every queue pair: when it completes, every unsignaled
+  // operation before it is counted.
+  void retire_unsignaled() {
+    for (auto& qp : s_.qps) {
+      const status st = qp.flush(flush_token);
+      if (st == status::again) continue;  // retried on the next pass
+      if (st != status::ok) fail("posting a flush: " + std::string(to_string(st)));
+      ++flushes_;
+    }
   }
 
   std::uint64_t pop_slot() noexcept { return free_[--free_top_]; }
@@ -175,6 +218,9 @@ class bw_initiator {
   local_slice src_;
   std::uint64_t imm_seq_ = 0;
   std::uint64_t total_ = 0;
+  bool unsignaled_ = s_.opts.unsignaled && !is_atomic(st_.test);
+  std::uint64_t signaled_out_ = 0;  // signaled operations in flight
+  std::uint64_t flushes_ = 0;       // retire_unsignaled() flushes in flight
 };
 
 }  // namespace fabrix::perf

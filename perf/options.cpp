@@ -133,6 +133,9 @@ MODE   bw | lat (default: both)
   -t, --tx-depth N        operations in flight (bw; default 128)
   -l, --post-list N       operations per post call (bw; default 1)
   -b, --bidirectional     both sides initiate at once (bw); reports the sum
+      --unsignaled        bw: only the last operation of each post list gives a
+                          completion; the others are unsignaled and counted
+                          by queue_pair::finished() (not for atomics)
       --report_gbits      bandwidth in Gb/s instead of MB/s (MB = 2^20 bytes)
       --out_json FILE     also write the results as JSON (schema: perf/README.md)
       --provider NAME     verbs | ucx | ofi | cuda_ipc | auto (default auto: the
@@ -297,6 +300,8 @@ parse_outcome parse(int argc, char** argv) {
       o.sweep = true;
     else if (arg == "-b" || arg == "--bidirectional")
       o.bidirectional = true;
+    else if (arg == "--unsignaled")
+      o.unsignaled = true;
     else if (arg == "--report_gbits" || arg == "--report-gbits")
       o.report_gbits = true;
     else if (arg == "--loopback")
@@ -357,7 +362,7 @@ std::string agreement_text(const options& o) {
   for (std::size_t i = 0; i < o.modes.size(); ++i) s << (i ? "," : "") << to_string(o.modes[i]);
   s << "\nsize=" << o.size << "\nall=" << o.sweep << "\niters=" << o.iters << "\nduration=" << o.duration_s
     << "\nwarmup=" << o.warmup << "\nqps=" << o.qps << "\ntx_depth=" << o.tx_depth << "\npost_list=" << o.post_list
-    << "\nbidirectional=" << o.bidirectional << "\nprovider=" << o.provider << "\n";
+    << "\nbidirectional=" << o.bidirectional << "\nunsignaled=" << o.unsignaled << "\nprovider=" << o.provider << "\n";
   return s.str();
 }
 

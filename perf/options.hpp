@@ -30,6 +30,11 @@ struct options {
   int tx_depth = 128;
   int post_list = 1;
   bool bidirectional = false;
+  // --unsignaled (bw; write, read, write_imm, send): in each post list only
+  // the last operation is signaled, the others are op_options::unsignaled
+  // and counted through queue_pair::finished() (perftest's --cq-mod with
+  // the post list's length).
+  bool unsignaled = false;
   std::string out_json;
   std::string provider = "auto";
   std::string transport;

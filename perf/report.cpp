@@ -53,8 +53,9 @@ void report::header() const {
   std::printf(" dispatch     : %s\n", info_.dispatch.c_str());
   std::printf(" bootstrap    : %s\n", info_.bootstrap.c_str());
   std::printf(" clock        : %s\n", info_.clock.c_str());
-  std::printf(" queue pairs  : %d   tx depth: %d   post list: %d   %s\n", opts_.qps, opts_.tx_depth, opts_.post_list,
-              opts_.bidirectional ? "bidirectional" : "unidirectional");
+  std::printf(" queue pairs  : %d   tx depth: %d   post list: %d   %s%s\n", opts_.qps, opts_.tx_depth, opts_.post_list,
+              opts_.bidirectional ? "bidirectional" : "unidirectional",
+              opts_.unsignaled ? "   unsignaled (one completion per post list)" : "");
   std::printf(" data checks  : every size (pattern fill + compare; atomics results checked)\n");
   std::printf("%s\n", rule);
   std::fflush(stdout);
@@ -115,6 +116,7 @@ bool report::write_json(std::string& error) const {
   j << "  \"clock\": " << json_string(info_.clock) << ",\n";
   j << "  \"options\": {\"qps\": " << opts_.qps << ", \"tx_depth\": " << opts_.tx_depth
     << ", \"post_list\": " << opts_.post_list << ", \"bidirectional\": " << (opts_.bidirectional ? "true" : "false")
+    << ", \"unsignaled\": " << (opts_.unsignaled ? "true" : "false")
     << ", \"duration_s\": " << json_number(opts_.duration_s) << "},\n";
   j << "  \"results\": [";
   for (std::size_t i = 0; i < rows_.size(); ++i) {
