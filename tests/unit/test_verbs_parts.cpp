@@ -1,5 +1,6 @@
 // The verbs provider's device-free parts: address, hello and rdma_cm request encodings, GID
 // ranking, PCIe distance on a fake sysfs tree, send-queue credit accounting,
+// op_options on work requests (unsignaled, fence) and what a CQE retires,
 // receives (their bound, peer ids, truncation, ending when the queue pair
 // fails) and the options read from the environment.
 #include <doctest/doctest.h>
@@ -365,6 +366,7 @@ TEST_CASE("verbs send ring: credits never exceed the queue, signaled completions
   CHECK(ring.room() == 8);
   // Stage and commit a chain of 5: only the last (and every capacity/4-th) is signaled.
   for (std::uint32_t i = 0; i < 5; ++i) ring.staged(i) = {100 + i, 10, 0, fabrix::opcode::write, 0};
+  CHECK(ring.signal_point(5) == 5);  // all want a completion
   CHECK(ring.must_signal(4, 5));
   CHECK(!ring.must_signal(0, 5));
   CHECK(ring.must_signal(1, 5));  // seq 1: (1 + 1) % 2 == 0 with capacity/4 == 2
@@ -402,6 +404,159 @@ TEST_CASE("verbs send ring: credits never exceed the queue, signaled completions
   CHECK(credits.available() == 10);
 }
 
+TEST_CASE("verbs options: what each work request carries, which are signaled, what a CQE retires") {
+  vd::domain_state d(fabrix::verbs::options{}, /*max_outstanding=*/16, /*max_recvs=*/4);
+  vd::peer_state p(16);  // signal_every 4
+  p.dom = &d;
+  p.connected = true;
+  ibv_qp fake_qp{};
+  fake_qp.qp_num = 77;
+  p.qp = &fake_qp;
+  d.by_qpn[77] = &p;
+  REQUIRE(vd::take_slot(d, p));
+  std::vector<std::byte> msg(64);
+  ibv_mr fake_mr{};
+  fake_mr.lkey = 0x1234;
+  fabrix::local_slice l;
+  l.address = msg.data();
+  l.length = msg.size();
+  l.descriptor = &fake_mr;
+  l.provider = fabrix::provider_id::verbs;
+  l.valid = true;
+  ibv_send_wr wr{};
+  ibv_sge sge[1];
+  vd::sq_entry e;
+  // options_of once per operation: the queue pair's defaults, the
+  // operation's own bits; fence is the work request's IBV_SEND_FENCE.
+  using fabrix::op_options;
+  CHECK(vd::build(p, fabrix::op::send(l, 1), wr, sge, e) == status::ok);
+  CHECK(!e.unsignaled);
+  CHECK((wr.send_flags & (IBV_SEND_FENCE | IBV_SEND_SIGNALED)) == 0);
+  CHECK(vd::build(p, fabrix::op::send(l, 2, op_options::unsignaled | op_options::fence), wr, sge, e) == status::ok);
+  CHECK(e.unsignaled);
+  CHECK((wr.send_flags & IBV_SEND_FENCE) != 0);
+  p.defaults = op_options::unsignaled | op_options::delivered;
+  CHECK(vd::build(p, fabrix::op::send(l, 3), wr, sge, e) == status::ok);
+  CHECK(e.unsignaled);
+  CHECK((wr.send_flags & IBV_SEND_FENCE) == 0);
+  auto awaited = fabrix::op::send(l, 4);
+  awaited.flags = fabrix::detail::flag_awaited;
+  CHECK(vd::build(p, awaited, wr, sge, e) == status::ok);
+  CHECK(!e.unsignaled);  // awaited operations stay signaled
+  p.defaults = op_options::none;
+
+  // Signal points: the last request that wants a completion, plus every
+  // 4th by seq; unsignaled ones at the chain's end wait for a later one.
+  auto stage = [&](std::uint32_t i, std::uint64_t token, bool unsignaled) {
+    p.ring.staged(i) = {token, 8, 0, fabrix::opcode::write, 0};
+    p.ring.staged(i).unsignaled = unsignaled;
+  };
+  stage(0, 10, true);
+  stage(1, 11, false);
+  stage(2, 12, true);
+  CHECK(p.ring.signal_point(3) == 2);
+  CHECK(!p.ring.must_signal(0, 2));
+  CHECK(p.ring.must_signal(1, 2));
+  CHECK(!p.ring.must_signal(2, 2));
+  stage(3, 13, true);
+  CHECK(p.ring.must_signal(3, 2));  // seq 3: every 4th
+  stage(1, 11, true);
+  CHECK(p.ring.signal_point(3) == 0);
+  stage(1, 11, false);
+  p.ring.note_signaled(1);
+  p.ring.commit(3);
+  d.credits.take(3);
+  CHECK(p.ring.cqe_due());
+
+  // The signaled CQE retires 10 (counted, no completion) and 11
+  // (completed); 12 is still in flight, waiting for a later signaled one.
+  fabrix::completion c[8];
+  ibv_wc wc{};
+  wc.qp_num = 77;
+  wc.status = IBV_WC_SUCCESS;
+  wc.wr_id = vd::rc_wr_id(p.slot, 1);
+  vd::process(d, wc);
+  REQUIRE(d.ring.drain(c) == 1);
+  CHECK(c[0].token == 11);
+  CHECK(p.finished == 1);
+  CHECK(d.credits.available() == 15);
+  CHECK(!p.ring.cqe_due());  // 12 alone: a liveness probe may go and retire it
+  CHECK(p.ring.in_flight() == 1);
+
+  // 13 (unsignaled) fails with its own error CQE: 12 retires fine before it
+  // (counted), 13 completes with its token and error and is counted too.
+  stage(0, 13, true);
+  p.ring.commit(1);
+  stage(0, 14, true);
+  stage(1, 15, false);
+  p.ring.note_signaled(1);
+  p.ring.commit(2);
+  d.credits.take(3);
+  wc.wr_id = vd::rc_wr_id(p.slot, 3);
+  wc.status = IBV_WC_REM_ACCESS_ERR;
+  vd::process(d, wc);
+  CHECK(p.failed);
+  REQUIRE(d.ring.drain(c) == 1);
+  CHECK(c[0].token == 13);
+  CHECK(c[0].status != status::ok);
+  CHECK(c[0].native_code == IBV_WC_REM_ACCESS_ERR);
+  CHECK(p.finished == 3);
+  // What follows is flushed, one CQE each, signaled or not: both complete
+  // with their errors; the unsignaled one is counted.
+  for (std::uint64_t seq : {4, 5}) {
+    wc.wr_id = vd::rc_wr_id(p.slot, seq);
+    wc.status = IBV_WC_WR_FLUSH_ERR;
+    vd::process(d, wc);
+  }
+  REQUIRE(d.ring.drain(c) == 2);
+  CHECK(c[0].token == 14);
+  CHECK(c[0].status == status::canceled);
+  CHECK(c[1].token == 15);
+  CHECK(c[1].status == status::canceled);
+  CHECK(p.finished == 4);
+  CHECK(p.ring.empty());
+  CHECK(d.credits.available() == 16);
+
+  // The wr_id names the slot: a CQE of a queue pair that left its slot (or
+  // of another queue pair in it now), or of a seq not in flight, retires
+  // nothing.
+  stage(0, 16, false);
+  p.ring.commit(1);
+  d.credits.take(1);
+  wc.status = IBV_WC_SUCCESS;
+  wc.wr_id = vd::rc_wr_id(p.slot + 1, 6);
+  vd::process(d, wc);
+  wc.wr_id = vd::rc_wr_id(p.slot, 7);
+  vd::process(d, wc);
+  wc.wr_id = vd::rc_wr_id(p.slot, 6);
+  wc.qp_num = 78;
+  vd::process(d, wc);
+  CHECK(p.ring.in_flight() == 1);
+  wc.qp_num = 77;
+  vd::process(d, wc);
+  CHECK(p.ring.empty());
+  REQUIRE(d.ring.drain(c) == 1);
+  CHECK(c[0].token == 16);
+  vd::forget_peer(d, p);
+  CHECK(d.slots[p.slot] == nullptr);
+  vd::peer_state q(16);
+  REQUIRE(vd::take_slot(d, q));
+  CHECK(q.slot == p.slot);  // a free slot is reused
+}
+
+TEST_CASE("verbs send ring: a wr_id's 32 seq bits name the in-flight seq, or none") {
+  vd::send_ring ring(8);
+  ring.commit(6);
+  CHECK(ring.retire_through(ring.seq_from(2), [](const vd::sq_entry&, bool) {}) == 3);
+  CHECK(ring.seq_from(3) == 3);
+  CHECK(ring.seq_from(5) == 5);
+  CHECK(ring.seq_from(2) >= ring.next_seq());  // retired: stale
+  CHECK(ring.seq_from(0xffffffffu) >= ring.next_seq());
+  CHECK(vd::slot_of(vd::rc_wr_id(0xabcdef, (std::uint64_t{7} << 32) | 5)) == 0xabcdef);
+  CHECK(vd::seq_bits_of(vd::rc_wr_id(0xabcdef, (std::uint64_t{7} << 32) | 5)) == 5);
+  CHECK(vd::kind_of(vd::rc_wr_id(0xffffff, ~std::uint64_t{0})) == vd::wr_kind::rc_send);
+}
+
 TEST_CASE("verbs receives: the domain's bound, peer ids, truncation, and a failed queue pair ending them") {
   // Domain and queue pair state without a device: what post_recv, message
   // delivery and send completions do to it (no verbs call on these paths).
@@ -412,8 +567,12 @@ TEST_CASE("verbs receives: the domain's bound, peer ids, truncation, and a faile
   p.connected = true;
   p.recv_capacity = 4;
   p.recvs = std::make_unique<vd::recv_wanted[]>(4);
+  ibv_qp fake_qp{};
+  fake_qp.qp_num = 77;
+  p.qp = &fake_qp;
   d.by_qpn[77] = &p;
   d.peers.push_back(&p);
+  REQUIRE(vd::take_slot(d, p));
   std::vector<std::byte> in(4 * 16);
   auto slice = [&](std::size_t i) {
     fabrix::local_slice s;
@@ -456,7 +615,7 @@ TEST_CASE("verbs receives: the domain's bound, peer ids, truncation, and a faile
   p.ring.commit(1);
   ++d.probes_in_flight;
   ibv_wc wc{};
-  wc.wr_id = vd::make_wr_id(vd::wr_kind::rc_send, 1);
+  wc.wr_id = vd::rc_wr_id(p.slot, 1);
   wc.status = IBV_WC_RETRY_EXC_ERR;
   wc.qp_num = 77;
   vd::process(d, wc);

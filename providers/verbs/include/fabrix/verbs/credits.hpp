@@ -2,9 +2,13 @@
 //
 // send_ring: one entry per work request on a queue pair's send queue, in
 // posting order; entry `seq` lives at slot seq % capacity and its wr_id is
-// seq. Work requests are posted unsignaled except the last of each post call
-// (and every `signal_every`-th of a long chain). On an RC queue pair the send
-// queue completes in order, so a signaled completion for `seq` retires every
+// seq. In a post call's chain only the last request that wants a completion
+// is signaled, plus every `signal_every`-th request (by seq) so that a long
+// run of unsignaled operations (op_options::unsignaled) keeps retiring; the
+// others — unsignaled operations at the chain's end too — are posted
+// unsignaled and retire with a later signaled request (a later operation's,
+// a flush's or a liveness probe's). On an RC queue pair the send queue
+// completes in order, so a signaled completion for `seq` retires every
 // earlier entry too, and an error completion — which the device reports even
 // for unsignaled requests — retires exactly its own entry after the earlier
 // ones. The ring never holds more than `capacity` entries, so the device's
@@ -30,6 +34,9 @@ struct sq_entry {
   opcode op = opcode::write;
   std::uint8_t flags = 0;
   bool internal = false;  // a liveness probe (post.hpp): no user completion, no CQ credit
+  // op_options::unsignaled in effect: retiring it fine only counts it in the
+  // queue pair's finished(); failing, it completes with its error as usual.
+  bool unsignaled = false;
 };
 
 class send_ring {
@@ -48,12 +55,31 @@ class send_ring {
 
   // The entry that the i-th request of the next post will use (i < room()).
   sq_entry& staged(std::uint32_t i) noexcept { return slots_[(head_ + i) % capacity_]; }
-  // Whether the i-th of n staged requests must be signaled.
-  bool must_signal(std::uint32_t i, std::uint32_t n) const noexcept {
-    return i + 1 == n || (head_ + i + 1) % signal_every_ == 0;
+  // Of n staged requests, one past the last that wants a completion (not
+  // unsignaled); 0 when none does.
+  std::uint32_t signal_point(std::uint32_t n) const noexcept {
+    while (n > 0 && slots_[(head_ + n - 1) % capacity_].unsignaled) --n;
+    return n;
   }
+  // Whether the i-th staged request must be signaled, `point` being the
+  // chain's signal_point().
+  bool must_signal(std::uint32_t i, std::uint32_t point) const noexcept {
+    return i + 1 == point || (head_ + i + 1) % signal_every_ == 0;
+  }
+  // The i-th staged request is posted signaled: until it retires a CQE is due.
+  void note_signaled(std::uint32_t i) noexcept { signaled_end_ = head_ + i + 1; }
   // The first n staged entries were posted.
   void commit(std::uint32_t n) noexcept { head_ += n; }
+  // Whether a signaled request is in flight (its CQE will retire what is
+  // before it). False with entries in flight: they are unsignaled and wait
+  // for a later signaled request.
+  bool cqe_due() const noexcept { return signaled_end_ > tail_; }
+
+  // The in-flight seq whose low 32 bits are `low` (the ring never holds
+  // 2^31 entries); at or past next_seq() when none is.
+  std::uint64_t seq_from(std::uint32_t low) const noexcept {
+    return tail_ + static_cast<std::uint32_t>(low - static_cast<std::uint32_t>(tail_));
+  }
 
   // Retires entries up to and including `seq`, calling f(entry, is_last)
   // for each in order (is_last for `seq` itself). Returns how many were
@@ -74,8 +100,9 @@ class send_ring {
   std::unique_ptr<sq_entry[]> slots_;
   std::uint32_t capacity_;
   std::uint32_t signal_every_;
-  std::uint64_t head_ = 0;  // next seq to post
-  std::uint64_t tail_ = 0;  // oldest seq not retired
+  std::uint64_t head_ = 0;          // next seq to post
+  std::uint64_t tail_ = 0;          // oldest seq not retired
+  std::uint64_t signaled_end_ = 0;  // one past the newest signaled seq posted
 };
 
 class cq_credits {

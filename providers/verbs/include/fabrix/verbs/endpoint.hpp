@@ -6,6 +6,13 @@
 // never reset and reused. Destroying the endpoint moves the queue pair to
 // error, collects the flushed completions (status canceled, delivered by
 // poll) for up to 2 s, and cancels recv()s still waiting.
+//
+// Options and completion levels (post.hpp has how each is posted):
+// set_default_options() stores the queue pair's defaults, applied to each
+// operation through detail::options_of when its work request is built;
+// finished() counts its unsignaled operations that have retired, fine or
+// failed — at the latest when a later signaled completion (a flush's)
+// arrives, since RC completes in order.
 #pragma once
 
 #include <fabrix/operation.hpp>
@@ -73,9 +80,12 @@ class endpoint_impl {
                      p.ring.in_flight());
         // Their CQ credits come back, and a liveness probe among them gives
         // back its reserved place instead (it took no credit).
+        // Abandoned unsignaled operations count as finished (failed).
         std::uint32_t probes = 0;
-        const std::uint32_t n = p.ring.retire_through(
-            p.ring.next_seq() - 1, [&](const detail::sq_entry& e, bool) { probes += e.internal ? 1 : 0; });
+        const std::uint32_t n = p.ring.retire_through(p.ring.next_seq() - 1, [&](const detail::sq_entry& e, bool) {
+          probes += e.internal ? 1 : 0;
+          p.finished += e.unsignaled ? 1 : 0;
+        });
         d.credits.give(n - probes);
         d.probes_in_flight -= probes;
       }

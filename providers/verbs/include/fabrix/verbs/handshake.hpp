@@ -34,9 +34,23 @@
 
 namespace fabrix::verbs::detail {
 
+// Gives `p` a free slot (domain_state::slots, for its wr_ids). False when
+// all max_slots are taken.
+inline bool take_slot(domain_state& d, peer_state& p) {
+  const auto free = std::find(d.slots.begin(), d.slots.end(), nullptr);
+  if (free == d.slots.end() && d.slots.size() >= max_slots) return false;
+  p.slot = static_cast<std::uint32_t>(free - d.slots.begin());
+  if (free == d.slots.end())
+    d.slots.push_back(&p);
+  else
+    *free = &p;
+  return true;
+}
+
 inline void forget_peer(domain_state& d, peer_state& p) {
   std::erase(d.peers, &p);
   if (p.qp) d.by_qpn.erase(p.qp->qp_num);
+  if (p.slot < d.slots.size() && d.slots[p.slot] == &p) d.slots[p.slot] = nullptr;
 }
 
 inline void destroy_peer_resources(peer_state& p) {
@@ -127,6 +141,8 @@ inline result<std::unique_ptr<peer_state>> connect_peer(domain_state& d, std::sp
   };
   d.by_qpn[p->qp->qp_num] = p.get();
   d.peers.push_back(p.get());
+  if (!take_slot(d, *p))
+    return undo(fabrix::error{status::unsupported, "verbs", 0, "more than 2^24 queue pairs on one domain"});
   if (addr->nonce != d.nonce && d.opts.connect == connect_method::rdma_cm) {
     p->seq = d.connects_to[addr->nonce]++;
     if (auto r = cm_connect_peer(d, *p); !r) return undo(r.error());

@@ -8,11 +8,34 @@
 // matched by progress.hpp; flush -> an 8-byte IBV_WR_RDMA_READ of the peer's
 // flush word. Local slices become the work request's scatter-gather list.
 //
+// Options (detail::options_of, once per operation, with the queue pair's
+// defaults):
+//   unsignaled  the ring entry is marked; the work request is posted without
+//               IBV_SEND_SIGNALED (unless it is an every-sq_depth/4-th one)
+//               and retires with a later signaled request: then it only
+//               adds to peer_state::finished, no completion (progress.hpp).
+//               A failure still gives its error CQE (the device reports
+//               errors for unsignaled requests too), with its own wr_id.
+//   delivered   nothing to add: an RC write/send completes only when the
+//               responder's ACK for it arrives, and the responder acks a
+//               request after executing it (rxe copies the bytes into the
+//               target's memory before it acks; a NIC acks after handing
+//               them to the host's memory, ordered before anything later).
+//               So completion_level::local costs the same as delivered here.
+//   fence       IBV_SEND_FENCE on that work request: it waits until every
+//               earlier RDMA read and atomic on the queue pair has
+//               completed; earlier writes and sends are executed in order by
+//               the RC responder anyway, so it starts after all of them.
+//   flush       (the operation) an RDMA read, executed by the responder after
+//               every earlier request and completed in order after them, so
+//               its completion also retires every earlier unsignaled entry.
+//
 // A post call builds one chain of work requests in the queue pair's
 // preallocated arrays (no allocation) and hands it to one ibv_post_send.
-// Only the chain's last request (and every sq_depth/4-th) is signaled; the
-// others complete with it (credits.hpp). When the send ring or the domain's
-// CQ credits run out, the operations not yet taken get status::again.
+// Only the chain's last request that wants a completion (and every
+// sq_depth/4-th) is signaled; the others complete with it (credits.hpp).
+// When the send ring or the domain's CQ credits run out, the operations not
+// yet taken get status::again.
 #pragma once
 
 #include <fabrix/detail/validate.hpp>
@@ -82,6 +105,9 @@ inline status build(peer_state& p, const operation& o, ibv_send_wr& wr, ibv_sge*
   for (const local_slice& l : o.locals())
     if (l.length > 0xffffffffu) return status::invalid_argument;  // one SGE holds at most 4 GiB - 1
   e = {o.token, 0, o.imm, o.code, o.flags};
+  const op_options eff = fabrix::detail::options_of(o, p.defaults);
+  e.unsignaled = has(eff, op_options::unsignaled);
+  if (has(eff, op_options::fence)) wr.send_flags |= IBV_SEND_FENCE;
   switch (o.code) {
     case opcode::write:
     case opcode::write_with_imm:
@@ -160,15 +186,21 @@ inline status post_recv(peer_state& p, const operation& o) {
 inline status post_chain(peer_state& p, std::uint32_t n, std::uint32_t& went) {
   went = 0;
   if (n == 0) return status::ok;
+  const std::uint32_t point = p.ring.signal_point(n);
+  std::uint32_t last_signaled = n;  // none
   for (std::uint32_t i = 0; i < n; ++i) {
     ibv_send_wr& wr = p.wrs[i];
-    wr.wr_id = make_wr_id(wr_kind::rc_send, p.ring.next_seq() + i);
+    wr.wr_id = rc_wr_id(p.slot, p.ring.next_seq() + i);
     wr.next = i + 1 < n ? &p.wrs[i + 1] : nullptr;
-    if (p.ring.must_signal(i, n)) wr.send_flags |= IBV_SEND_SIGNALED;
+    if (p.ring.must_signal(i, point)) {
+      wr.send_flags |= IBV_SEND_SIGNALED;
+      last_signaled = i;
+    }
   }
   ibv_send_wr* bad = nullptr;
   const int e = ibv_post_send(p.qp, p.wrs.get(), &bad);
   went = e == 0 ? n : static_cast<std::uint32_t>(bad - p.wrs.get());
+  if (last_signaled < went) p.ring.note_signaled(last_signaled);
   p.ring.commit(went);
   p.dom->credits.take(went);
   if (e != 0) {
@@ -188,18 +220,20 @@ inline status post_chain(peer_state& p, std::uint32_t n, std::uint32_t& went) {
 // nothing would wait forever (rdma_cm's DISCONNECTED covers closed
 // connections, not every death, and the bootstrap path has no such event).
 // So every options::probe_ms, each queue pair with recv()s waiting and
-// nothing else in flight gets one signaled 8-byte RDMA read of its peer
+// no signaled request in flight gets one signaled 8-byte RDMA read of its peer
 // domain's flush word. A live peer's NIC answers (no completion reaches the
 // user); a dead one's does not, the read fails with RETRY_EXC_ERR after the
 // RC retries, and the queue pair fails with its recv()s (progress.hpp).
-// Probes take a send-ring slot (the ring was empty) and one of max_probes
+// Unsignaled requests still in flight retire with the probe's completion
+// (counted in finished(), or failing with their own error CQE first).
+// Probes take a send-ring slot and one of max_probes
 // CQ entries reserved for them, never a user's CQ credit. Run from poll()
 // (every 64th call) and wait(); nothing allocates.
 inline void post_probe(peer_state& p) {
   domain_state& d = *p.dom;
   ibv_sge sge{reinterpret_cast<std::uintptr_t>(d.scratch_word()), 8, d.scratch_mr->lkey};
   ibv_send_wr wr{};
-  wr.wr_id = make_wr_id(wr_kind::rc_send, p.ring.next_seq());
+  wr.wr_id = rc_wr_id(p.slot, p.ring.next_seq());
   wr.sg_list = &sge;
   wr.num_sge = 1;
   wr.opcode = IBV_WR_RDMA_READ;
@@ -212,6 +246,7 @@ inline void post_probe(peer_state& p) {
   e.internal = true;
   ibv_send_wr* bad = nullptr;
   if (ibv_post_send(p.qp, &wr, &bad) != 0) return;  // tried again next round
+  p.ring.note_signaled(0);
   p.ring.commit(1);
   ++d.probes_in_flight;
 }
@@ -223,7 +258,8 @@ inline void probe_idle_peers(domain_state& d) {
   d.next_probe = now + std::chrono::milliseconds(d.opts.probe_ms);
   for (peer_state* p : d.peers) {
     if (d.probes_in_flight >= max_probes) break;
-    if (p->connected && !p->failed && p->recv_head != p->recv_tail && p->ring.empty()) post_probe(*p);
+    if (p->connected && !p->failed && p->recv_head != p->recv_tail && !p->ring.cqe_due() && p->ring.room() > 0)
+      post_probe(*p);
   }
 }
 

@@ -1,9 +1,15 @@
 // Turning completion queue entries into fabrix completions. One CQ per
 // domain serves every RC send queue, the shared receive queue and the UD
-// handshake queue pair; the wr_id's top byte says which (state.hpp).
+// handshake queue pair; the wr_id's top byte says which (state.hpp), and
+// an RC send's wr_id also names its queue pair's slot (no lookup per CQE).
 //
 //   RC send queue   retire the ring through wr_id (credits.hpp): earlier
-//                   unsignaled entries completed fine, this one has wc.status
+//                   unsignaled entries completed fine, this one has
+//                   wc.status. An entry posted op_options::unsignaled that
+//                   retires fine only adds to peer_state::finished (no
+//                   completion); one that fails (its own error CQE, or
+//                   flushed after the queue pair failed) completes with its
+//                   token and error like any other, and is counted too.
 //   SRQ receive     RECV_RDMA_WITH_IMM -> remote_write_imm (imm, byte_len);
 //                   RECV -> matched to the queue pair's oldest recv() (copied
 //                   out of the bounce buffer), or kept until one is posted;
@@ -147,30 +153,38 @@ inline void mark_failed(peer_state& p, ibv_wc_status s) {
 }
 
 inline void on_send_completion(domain_state& d, const ibv_wc& wc) {
-  const auto it = d.by_qpn.find(wc.qp_num);
-  if (it == d.by_qpn.end()) return;  // its endpoint is gone
-  peer_state& p = *it->second;
+  const std::uint32_t slot = slot_of(wc.wr_id);
+  // Gone, or the slot has a new queue pair since: a stale CQE.
+  if (slot >= d.slots.size() || d.slots[slot] == nullptr || d.slots[slot]->qp->qp_num != wc.qp_num) return;
+  peer_state& p = *d.slots[slot];
   if (wc.status != IBV_WC_SUCCESS) mark_failed(p, wc.status);
   std::uint32_t probes = 0;
-  const std::uint32_t n = p.ring.retire_through(index_of(wc.wr_id), [&](const sq_entry& e, bool last) {
-    if (e.internal) {  // a liveness probe: its failure failed the queue pair above, nothing else to say
-      ++probes;
-      return;
-    }
-    completion c{};
-    c.token = e.token;
-    c.bytes = e.bytes;
-    c.op = e.op;
-    c.flags = e.flags;
-    c.imm = e.imm;
-    if (last && wc.status != IBV_WC_SUCCESS) {
-      // Flushed because rdma_cm said the peer disconnected: that is the cause.
-      c.status = wc.status == IBV_WC_WR_FLUSH_ERR && p.disconnected ? status::peer_unreachable : to_status(wc.status);
-      c.native_code = wc.status;
-      c.bytes = 0;
-    }
-    d.ring.push(c);
-  });
+  const std::uint32_t n =
+      p.ring.retire_through(p.ring.seq_from(seq_bits_of(wc.wr_id)), [&](const sq_entry& e, bool last) {
+        if (e.internal) {  // a liveness probe: its failure failed the queue pair above, nothing else to say
+          ++probes;
+          return;
+        }
+        const bool failed_here = last && wc.status != IBV_WC_SUCCESS;
+        if (e.unsignaled) {
+          ++p.finished;
+          if (!failed_here) return;
+        }
+        completion c{};
+        c.token = e.token;
+        c.bytes = e.bytes;
+        c.op = e.op;
+        c.flags = e.flags;
+        c.imm = e.imm;
+        if (failed_here) {
+          // Flushed because rdma_cm said the peer disconnected: that is the cause.
+          c.status =
+              wc.status == IBV_WC_WR_FLUSH_ERR && p.disconnected ? status::peer_unreachable : to_status(wc.status);
+          c.native_code = wc.status;
+          c.bytes = 0;
+        }
+        d.ring.push(c);
+      });
   d.credits.give(n - probes);
   d.probes_in_flight -= probes;
   // A failed queue pair is in the error state (a dead peer: retries

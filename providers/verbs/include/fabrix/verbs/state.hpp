@@ -36,6 +36,17 @@ inline constexpr std::uint64_t make_wr_id(wr_kind k, std::uint64_t n) noexcept {
 }
 inline constexpr wr_kind kind_of(std::uint64_t wr_id) noexcept { return static_cast<wr_kind>(wr_id >> 56); }
 inline constexpr std::uint64_t index_of(std::uint64_t wr_id) noexcept { return wr_id & ((std::uint64_t{1} << 56) - 1); }
+// An RC send's wr_id: its queue pair's slot in domain_state::slots (24 bits,
+// so a CQE finds its queue pair without a hash lookup) and the low 32 bits
+// of its ring seq (send_ring::seq_from restores the rest).
+inline constexpr std::uint32_t max_slots = 1u << 24;
+inline constexpr std::uint64_t rc_wr_id(std::uint32_t slot, std::uint64_t seq) noexcept {
+  return make_wr_id(wr_kind::rc_send, (std::uint64_t{slot} << 32) | (seq & 0xffffffffu));
+}
+inline constexpr std::uint32_t slot_of(std::uint64_t wr_id) noexcept {
+  return static_cast<std::uint32_t>(index_of(wr_id) >> 32);
+}
+inline constexpr std::uint32_t seq_bits_of(std::uint64_t wr_id) noexcept { return static_cast<std::uint32_t>(wr_id); }
 
 inline constexpr std::uint32_t ud_slots = 16;         // handshake datagrams in flight, each way
 inline constexpr std::uint32_t ud_slot_size = 128;    // 40-byte GRH + a hello, rounded
@@ -66,6 +77,7 @@ struct peer_state {
   op_options defaults = op_options::none;  // the queue pair's (detail::options_of)
   std::uint64_t finished = 0;              // unsignaled operations finished (endpoint_impl::finished)
   std::uint32_t peer_id = 0;               // completion::peer of what arrives on this queue pair
+  std::uint32_t slot = 0;                  // in domain_state::slots; in every RC send's wr_id
   ibv_qp* qp = nullptr;
   ibv_ah* ah = nullptr;  // to the peer's UD queue pair (handshake); null for a loopback to self
   peer_address remote{};
@@ -159,7 +171,8 @@ struct domain_state {
   std::chrono::steady_clock::time_point next_probe{};
   std::uint32_t probe_tick = 0;
 
-  std::unordered_map<std::uint32_t, peer_state*> by_qpn;
+  std::unordered_map<std::uint32_t, peer_state*> by_qpn;  // SRQ completions name only the queue pair
+  std::vector<peer_state*> slots;                         // peer_state::slot -> it; null when free
   std::vector<peer_state*> peers;
   std::unordered_map<std::uint64_t, std::uint32_t> connects_to;  // peer nonce -> connect() calls so far
   std::deque<hello> pending;                                     // hellos not yet claimed by a connect()
