@@ -60,6 +60,8 @@ struct op_slot {
   bool counted = false;                         // in peer->inflight
   bool recv_slot = false;                       // counts against max_posted_recvs, not max_outstanding
   bool notify_stage = false;                    // a split write_with_imm whose data has been delivered
+  bool unsignaled = false;                      // op_options::unsignaled: completes only if it fails (finish())
+  bool fenced = false;                          // op_options::fence: starts only when its peer is quiet (post.hpp)
   std::uint32_t posted_epoch = 0;               // domain_state::sweep_epoch when handed to libfabric (timeouts)
   std::chrono::steady_clock::time_point due{};  // a stale-key operation: when its verdict is given
   // What to post, kept so that a parked operation can be posted later.
