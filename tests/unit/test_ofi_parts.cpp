@@ -176,6 +176,9 @@ TEST_CASE("ofi fence: a fenced operation parks while anything earlier is in flig
   CHECK(od::post_slot(b.p, later) == status::ok);
   CHECK(b.p.parked.head == fenced);
   CHECK(b.p.parked.tail == later);
+  REQUIRE(b.d.busy.size() == 1);  // progress() drains only busy peers; listed once
+  CHECK(b.d.busy[0] == &b.p);
+  CHECK(b.p.busy);
   od::drain(b.d, b.p);  // still in flight: nothing moves
   CHECK(b.p.parked.head == fenced);
   od::finish(b.d, earlier, status::ok);

@@ -9,7 +9,15 @@
 // Completion levels (completion.hpp). Every write, atomic and send is posted
 // with FI_DELIVERY_COMPLETE, so its completion means its data is in place at
 // the target: completion_level::delivered, which includes local, whichever
-// the operation asked for (op_options::delivered costs nothing more).
+// the operation asked for (op_options::delivered costs nothing more). Not
+// yet cheaper at local: a write posted with FI_INJECT_COMPLETE would leave
+// flush, fence and write_with_imm needing a delivery-complete operation
+// ordered after it, and 1.17 offers none that fits every case: a read needs
+// remote_read rights on some live region of the peer (a refused RMA makes
+// shm drop it unanswered and tcp;ofi_rxm drop the connection), shm never
+// completes a zero-length FI_DELIVERY_COMPLETE write, and shm declares no
+// RAW/WAW order. So a local write is delivered too, and errors (stale key,
+// refused key, peer death) keep arriving on the operation itself.
 //
 // Options, as detail::options_of gives them once per operation (fill_slot):
 //   unsignaled: posted like any other (the slot still receives libfabric's
@@ -131,15 +139,13 @@ inline status post_slot(peer_state& p, op_slot* op) {
   domain_state& d = *p.dom;
   const bool recv = op->c.op == opcode::recv;
   if (!recv && (!p.parked.empty() || (needs_quiet(*op) && p.inflight > 0))) {
-    op->st = slot_state::parked;
-    p.parked.push_back(op);
+    park(p, op);
     return status::ok;
   }
   int native = 0;
   const status s = start(d, op, native);
   if (s == status::again && !recv) {  // connecting, or the provider's queue is full: poll() posts it
-    op->st = slot_state::parked;
-    p.parked.push_back(op);
+    park(p, op);
     return status::ok;
   }
   if (s != status::ok) release_slot(d, op);

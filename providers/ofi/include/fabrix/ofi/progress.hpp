@@ -295,8 +295,7 @@ inline void on_entry(domain_state& d, const fi_cq_data_entry& e, fi_addr_t src) 
     if (op->counted) --op->peer->inflight;
     op->counted = false;
     op->notify_stage = true;
-    op->st = slot_state::parked;
-    op->peer->parked.push_front(op);
+    park(*op->peer, op, true);
     return;
   }
   finish(d, op, status::ok);
@@ -478,13 +477,23 @@ inline bool needs_periodic_wakeup(const domain_state& d) noexcept {
   return false;
 }
 
-// One round of progress: the CQ, the periodic checks, the parked queues.
+// One round of progress: the CQ, the periodic checks, the parked queues of
+// the busy peers (no walk over every peer).
 // Returns how many CQ entries it handled.
 inline std::size_t progress(domain_state& d) {
   const std::size_t n = read_cq(d);
   periodic_checks(d);
-  for (peer_state* p : d.peers)
-    if (!p->parked.empty()) drain(d, *p);
+  for (std::size_t i = 0; i < d.busy.size();) {  // by index: drain may park more
+    peer_state* p = d.busy[i];
+    drain(d, *p);
+    if (p->parked.empty()) {
+      p->busy = false;
+      d.busy[i] = d.busy.back();
+      d.busy.pop_back();
+    } else {
+      ++i;
+    }
+  }
   return n;
 }
 
