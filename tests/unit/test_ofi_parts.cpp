@@ -1,5 +1,6 @@
 // The libfabric provider's pure parts: key bytes and address blobs from
-// peers (every truncation and corruption refused), and the errno mapping.
+// peers (every truncation and corruption refused), the errno mapping, and
+// the mechanisms behind op_options on a bare domain_state.
 #include <doctest/doctest.h>
 
 #include <fabrix/ofi.hpp>
@@ -97,4 +98,115 @@ TEST_CASE("ofi domain: opens on shm, describes itself, refuses cuda_device memor
   auto bad = fabrix::ofi::domain::create(opts);
   REQUIRE_FALSE(bad.has_value());
   CHECK(bad.error().provider == "ofi");
+}
+
+// The mechanisms behind op_options (post.hpp), on a domain_state with no
+// libfabric objects: nothing here reaches libfabric.
+namespace {
+struct bare_peer {
+  od::domain_state d{8, 4};
+  od::peer_state p;
+  bare_peer() {
+    p.dom = &d;
+    d.peers.push_back(&p);
+  }
+  // A posted write with `token`, as start() leaves it.
+  od::op_slot* posted(std::uint64_t token, bool unsignaled) {
+    od::op_slot* op = od::take_slot(d, false);
+    REQUIRE(op != nullptr);
+    op->peer = &p;
+    op->c.token = token;
+    op->c.op = fabrix::opcode::write;
+    op->unsignaled = unsignaled;
+    op->st = od::slot_state::posted;
+    op->counted = true;
+    ++p.inflight;
+    return op;
+  }
+};
+}  // namespace
+
+TEST_CASE("ofi unsignaled: success is counted with no completion; failure is counted and completes with its token") {
+  bare_peer b;
+  od::finish(b.d, b.posted(1, true), status::ok);
+  CHECK(b.d.ring.empty());
+  CHECK(b.p.finished == 1);
+  CHECK(b.p.inflight == 0);
+  CHECK(b.d.ops_in_use == 0);  // the slot is free again
+  od::finish(b.d, b.posted(2, true), status::access_denied, -FI_EACCES);
+  CHECK(b.p.finished == 2);
+  REQUIRE(b.d.ring.size() == 1);
+  fabrix::completion c[2];
+  REQUIRE(b.d.ring.drain(c) == 1);
+  CHECK(c[0].token == 2);
+  CHECK(c[0].status == status::access_denied);
+  od::finish(b.d, b.posted(3, false), status::ok);  // signaled: a completion, not counted
+  CHECK(b.p.finished == 2);
+  CHECK(b.d.ring.size() == 1);
+}
+
+TEST_CASE("ofi unsignaled: a peer that fails counts its in-flight unsignaled operations and completes them") {
+  bare_peer b;
+  (void)b.posted(1, true);
+  (void)b.posted(2, false);
+  od::fail_peer(b.d, b.p, FI_ECONNRESET, status::peer_unreachable);
+  CHECK(b.p.finished == 1);
+  fabrix::completion c[4];
+  REQUIRE(b.d.ring.drain(c) == 2);
+  for (int i = 0; i < 2; ++i) CHECK(c[i].status == status::peer_unreachable);
+}
+
+TEST_CASE("ofi fence: a fenced operation parks while anything earlier is in flight, and what follows queues behind") {
+  bare_peer b;
+  od::op_slot* earlier = b.posted(1, false);
+  od::op_slot* fenced = od::take_slot(b.d, false);
+  REQUIRE(fenced != nullptr);
+  fenced->peer = &b.p;
+  fenced->c.op = fabrix::opcode::write;
+  fenced->c.bytes = 8;
+  fenced->fenced = true;
+  CHECK(od::needs_quiet(*fenced));
+  CHECK(od::post_slot(b.p, fenced) == status::ok);
+  CHECK(b.p.parked.head == fenced);
+  od::op_slot* later = od::take_slot(b.d, false);
+  REQUIRE(later != nullptr);
+  later->peer = &b.p;
+  later->c.op = fabrix::opcode::write;
+  later->c.bytes = 0;  // would complete at once, were it not behind the fence
+  CHECK(od::post_slot(b.p, later) == status::ok);
+  CHECK(b.p.parked.head == fenced);
+  CHECK(b.p.parked.tail == later);
+  REQUIRE(b.d.busy.size() == 1);  // progress() drains only busy peers; listed once
+  CHECK(b.d.busy[0] == &b.p);
+  CHECK(b.p.busy);
+  od::drain(b.d, b.p);  // still in flight: nothing moves
+  CHECK(b.p.parked.head == fenced);
+  od::finish(b.d, earlier, status::ok);
+  CHECK(b.p.inflight == 0);
+}
+
+TEST_CASE("ofi stale key: an operation held for its verdict counts as in flight, so a flush waits for it") {
+  bare_peer b;
+  od::op_slot* op = od::take_slot(b.d, false);
+  REQUIRE(op != nullptr);
+  op->peer = &b.p;
+  op->c.op = fabrix::opcode::write;
+  op->unsignaled = true;
+  od::hold_stale(b.d, op);
+  CHECK(b.p.inflight == 1);
+  od::op_slot* flush = od::take_slot(b.d, false);
+  REQUIRE(flush != nullptr);
+  flush->peer = &b.p;
+  flush->c.op = fabrix::opcode::flush;
+  CHECK(od::post_slot(b.p, flush) == status::ok);
+  CHECK(b.p.parked.head == flush);
+  od::resolve_stale(b.d, std::chrono::steady_clock::now() + std::chrono::seconds(1));
+  CHECK(b.p.inflight == 0);
+  CHECK(b.p.finished == 1);
+  od::drain(b.d, b.p);  // the flush completes now (nothing to post)
+  fabrix::completion c[4];
+  REQUIRE(b.d.ring.drain(c) == 2);
+  CHECK(c[0].status == status::stale_key);
+  CHECK(c[1].op == fabrix::opcode::flush);
+  CHECK(c[1].status == status::ok);
 }

@@ -192,6 +192,7 @@ class domain_impl {
     if (p->watched)
       p->peer_keys = detail::key_table_map::open(detail::key_table_name(p->identity.pid, p->nonce), false);
     d_->peers.push_back(p.get());
+    d_->busy.reserve(d_->peers.capacity());
     return endpoint_impl(std::move(p));
   }
 

@@ -8,6 +8,11 @@
 // canceled) and completes its parked operations as canceled; operations
 // already handed to libfabric still complete, without a peer. The peer's
 // address-vector entry is removed with the last queue pair to it.
+//
+// Options (post.hpp): set_default_options() stores the queue pair's
+// defaults, which post_one() merges once per operation (detail::options_of);
+// finished() is the count of its unsignaled operations that have finished,
+// kept by finish() and fail_peer() (progress.hpp).
 #pragma once
 
 #include <fabrix/local_slice.hpp>
@@ -78,6 +83,7 @@ class endpoint_impl {
       op->counted = false;
     }
     std::erase(d.peers, &p);
+    if (p.busy) std::erase(d.busy, &p);
     // The address-vector entry goes with the last queue pair to its address
     // (a domain's address vector is bounded: shm 1.17 holds 256 peers), but
     // not while an operation to it is still in libfabric's hands: shm would

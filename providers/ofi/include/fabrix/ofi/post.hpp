@@ -6,17 +6,43 @@
 // FI_CSWAP, both FI_UINT64; send / recv -> fi_tsendmsg / fi_trecvmsg (the tag
 // names the sending domain); flush -> nothing to post.
 //
-// Ordering. Every write, atomic and send is posted with FI_DELIVERY_COMPLETE,
-// so its completion means its data is in place at the target. A
-// write_with_imm or flush is *parked* in its queue pair's FIFO until every
-// operation posted before it on that queue pair has completed; operations
-// posted while something is parked queue behind it (no overtaking, so a
-// stream cannot starve it). So a notification is never visible before its
-// own data (libfabric writes the target's CQ entry after the data) nor before
-// the data of earlier operations on the queue pair, and a flush completes
-// after every earlier operation has completed at the target. The price: a
-// write_with_imm waits one completion round trip for earlier operations, if
-// any are in flight.
+// Completion levels (completion.hpp). Every write, atomic and send is posted
+// with FI_DELIVERY_COMPLETE, so its completion means its data is in place at
+// the target: completion_level::delivered, which includes local, whichever
+// the operation asked for (op_options::delivered costs nothing more). Not
+// yet cheaper at local: a write posted with FI_INJECT_COMPLETE would leave
+// flush, fence and write_with_imm needing a delivery-complete operation
+// ordered after it, and 1.17 offers none that fits every case: a read needs
+// remote_read rights on some live region of the peer (a refused RMA makes
+// shm drop it unanswered and tcp;ofi_rxm drop the connection), shm never
+// completes a zero-length FI_DELIVERY_COMPLETE write, and shm declares no
+// RAW/WAW order. So a local write is delivered too, and errors (stale key,
+// refused key, peer death) keep arriving on the operation itself.
+//
+// Options, as detail::options_of gives them once per operation (fill_slot):
+//   unsignaled: posted like any other (the slot still receives libfabric's
+//     completion: it holds the operation until then, and an error entry
+//     names it, hence its token); finish() then counts it in the queue
+//     pair's finished() and frees the slot without a completion when it
+//     succeeded, or pushes its error completion when it failed. No
+//     allocation, no software completion per successful operation.
+//   fence: neither tcp;ofi_rxm nor shm 1.17 has FI_FENCE, so a fenced
+//     operation is parked like a flush (below) until nothing earlier on its
+//     queue pair is in flight; with FI_DELIVERY_COMPLETE that means complete
+//     at the target. The slot holds the resolved target (address, key), never
+//     the caller's remote_buffer.
+//
+// Ordering. A write_with_imm, flush or fenced operation is *parked* in its
+// queue pair's FIFO until every operation posted before it on that queue
+// pair has completed (an operation held for a stale-key verdict counts as
+// in flight); operations posted while something is parked queue behind it
+// (no overtaking, so a stream cannot starve it). So a notification is never
+// visible before its own data (libfabric writes the target's CQ entry after
+// the data) nor before the data of earlier operations on the queue pair, and
+// a flush completes after every earlier operation has completed at the
+// target and every earlier unsignaled one is counted in finished(). The
+// price: such an operation waits one completion round trip for earlier
+// operations, if any are in flight.
 //
 // Back-pressure: an operation libfabric refuses with -FI_EAGAIN (rxm and
 // shm still connecting to the peer, a full send queue, rxm reconnecting to
@@ -60,15 +86,23 @@ inline bool key_is_stale(const peer_state& p, const remote_key& key, std::uint64
 // leaves deregisters its regions first and closes its domain right after,
 // and its peers' operations must then say peer_unreachable, not stale_key
 // (resolve_stale in progress.hpp).
+// It counts as in flight on its queue pair, so that a flush or fenced
+// operation posted after it waits for its verdict.
 inline void hold_stale(domain_state& d, op_slot* op) {
   op->st = slot_state::parked;
+  op->counted = true;
+  ++op->peer->inflight;
   op->due = std::chrono::steady_clock::now() + domain_state::stale_verdict_delay;
   d.stale.push_back(op);
 }
 
-// Fills a slot from `o`. `key` is null for operations without a remote side.
-inline void fill_slot(domain_state& d, peer_state& p, op_slot* op, const operation& o, const remote_key* key) {
+// Fills a slot from `o`, whose effective options (detail::options_of) are
+// `opts`. `key` is null for operations without a remote side.
+inline void fill_slot(domain_state& d, peer_state& p, op_slot* op, const operation& o, const remote_key* key,
+                      op_options opts = op_options::none) {
   op->peer = &p;
+  op->unsignaled = has(opts, op_options::unsignaled);
+  op->fenced = has(opts, op_options::fence);
   op->c.token = o.token;
   op->c.op = o.code;
   op->c.flags = o.flags;
@@ -104,16 +138,14 @@ inline void fill_slot(domain_state& d, peer_state& p, op_slot* op, const operati
 inline status post_slot(peer_state& p, op_slot* op) {
   domain_state& d = *p.dom;
   const bool recv = op->c.op == opcode::recv;
-  if (!recv && (!p.parked.empty() || (needs_quiet(op->c.op) && p.inflight > 0))) {
-    op->st = slot_state::parked;
-    p.parked.push_back(op);
+  if (!recv && (!p.parked.empty() || (needs_quiet(*op) && p.inflight > 0))) {
+    park(p, op);
     return status::ok;
   }
   int native = 0;
   const status s = start(d, op, native);
   if (s == status::again && !recv) {  // connecting, or the provider's queue is full: poll() posts it
-    op->st = slot_state::parked;
-    p.parked.push_back(op);
+    park(p, op);
     return status::ok;
   }
   if (s != status::ok) release_slot(d, op);
@@ -131,7 +163,7 @@ inline status post_one(peer_state& p, const operation& o) {
   }
   op_slot* op = take_slot(d, o.code == opcode::recv);
   if (op == nullptr) return status::again;
-  fill_slot(d, p, op, o, key);
+  fill_slot(d, p, op, o, key, fabrix::detail::options_of(o, p.defaults));
   // The target deregistered the region (its key table says so, detail/key_table.hpp):
   // nothing goes to libfabric, which would drop (shm) or disconnect (tcp).
   if (key && key_is_stale(p, *key, o.remote.buffer->epoch)) {

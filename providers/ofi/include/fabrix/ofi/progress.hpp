@@ -27,12 +27,25 @@
 namespace fabrix::ofi::detail {
 
 // Operations that wait, parked, until nothing earlier is in flight on
-// their queue pair (see post.hpp).
-inline bool needs_quiet(opcode op) noexcept { return op == opcode::flush || op == opcode::write_with_imm; }
+// their queue pair (see post.hpp): flush, write_with_imm, and any operation
+// posted with op_options::fence.
+inline bool needs_quiet(const op_slot& op) noexcept {
+  return op.fenced || op.c.op == opcode::flush || op.c.op == opcode::write_with_imm;
+}
 
-// Pushes the completion of `op` with status `s` and returns the slot.
+// Pushes the completion of `op` with status `s` and returns the slot. An
+// unsignaled operation (op_options::unsignaled) is counted in its queue
+// pair's finished() instead, and pushes a completion only when it failed:
+// no software completion per successful unsignaled operation.
 inline void finish(domain_state& d, op_slot* op, status s, int native = 0) {
   if (op->counted && op->peer) --op->peer->inflight;
+  if (op->unsignaled) {
+    if (op->peer) ++op->peer->finished;
+    if (s == status::ok) {
+      release_slot(d, op);
+      return;
+    }
+  }
   op->c.status = s;
   op->c.native_code = native;
   if (s != status::ok && !(op->c.op == opcode::recv && s == status::truncated)) op->c.bytes = 0;
@@ -60,6 +73,7 @@ inline void fail_peer(domain_state& d, peer_state& p, int why, status s) {
     c.status = s;
     c.native_code = -why;
     if (c.op != opcode::recv) c.bytes = 0;
+    if (op->unsignaled) ++p.finished;  // failed: counted, and its error completion goes out
     d.ring.push(c);
   }
 }
@@ -174,14 +188,14 @@ inline status start(domain_state& d, op_slot* op, int& native) {
   return ret == -FI_EAGAIN ? status::again : to_status(ret);
 }
 
-// Starts the peer's parked operations in order; a write_with_imm or flush
-// at the front waits until nothing earlier is in flight. The front is
+// Starts the peer's parked operations in order; a write_with_imm, flush or
+// fenced operation at the front waits until nothing earlier is in flight. The front is
 // unlinked before start(): a flush completes inside start(), and giving its
 // slot back clears its link, which used to drop every operation parked
 // behind it (accepted with ok, never posted, never completed).
 inline void drain(domain_state& d, peer_state& p) {
   while (op_slot* op = p.parked.head) {
-    if (needs_quiet(op->c.op) && p.inflight > 0) return;
+    if (needs_quiet(*op) && p.inflight > 0) return;
     p.parked.pop_front();
     int native = 0;
     const status s = start(d, op, native);
@@ -281,8 +295,7 @@ inline void on_entry(domain_state& d, const fi_cq_data_entry& e, fi_addr_t src) 
     if (op->counted) --op->peer->inflight;
     op->counted = false;
     op->notify_stage = true;
-    op->st = slot_state::parked;
-    op->peer->parked.push_front(op);
+    park(*op->peer, op, true);
     return;
   }
   finish(d, op, status::ok);
@@ -464,13 +477,23 @@ inline bool needs_periodic_wakeup(const domain_state& d) noexcept {
   return false;
 }
 
-// One round of progress: the CQ, the periodic checks, the parked queues.
+// One round of progress: the CQ, the periodic checks, the parked queues of
+// the busy peers (no walk over every peer).
 // Returns how many CQ entries it handled.
 inline std::size_t progress(domain_state& d) {
   const std::size_t n = read_cq(d);
   periodic_checks(d);
-  for (peer_state* p : d.peers)
-    if (!p->parked.empty()) drain(d, *p);
+  for (std::size_t i = 0; i < d.busy.size();) {  // by index: drain may park more
+    peer_state* p = d.busy[i];
+    drain(d, *p);
+    if (p->parked.empty()) {
+      p->busy = false;
+      d.busy[i] = d.busy.back();
+      d.busy.pop_back();
+    } else {
+      ++i;
+    }
+  }
   return n;
 }
 

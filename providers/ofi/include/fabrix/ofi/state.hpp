@@ -60,6 +60,8 @@ struct op_slot {
   bool counted = false;                         // in peer->inflight
   bool recv_slot = false;                       // counts against max_posted_recvs, not max_outstanding
   bool notify_stage = false;                    // a split write_with_imm whose data has been delivered
+  bool unsignaled = false;                      // op_options::unsignaled: completes only if it fails (finish())
+  bool fenced = false;                          // op_options::fence: starts only when its peer is quiet (post.hpp)
   std::uint32_t posted_epoch = 0;               // domain_state::sweep_epoch when handed to libfabric (timeouts)
   std::chrono::steady_clock::time_point due{};  // a stale-key operation: when its verdict is given
   // What to post, kept so that a parked operation can be posted later.
@@ -174,7 +176,11 @@ struct domain_state {
   std::unique_ptr<notify_rx[]> notify_rxs;
   fid_mr* notify_mr = nullptr;
 
-  std::vector<peer_state*> peers;  // connected endpoints (for liveness and parked queues)
+  std::vector<peer_state*> peers;  // connected endpoints (for liveness)
+  // Peers whose parked queue is not empty: all that progress() drains, so a
+  // poll costs nothing per idle peer. Capacity kept at peers' (connect), so
+  // park() never allocates.
+  std::vector<peer_state*> busy;
   fabrix::detail::process_identity self = fabrix::detail::self_identity();
   std::chrono::steady_clock::time_point next_liveness_check{};
   std::uint32_t polls_since_check = 0;
@@ -262,8 +268,23 @@ struct peer_state {
   status failure_status = status::ok;  // what its operations complete with since
   std::uint32_t inflight = 0;          // posted, not yet completed (recvs excluded)
   op_list parked;
+  bool busy = false;                     // in dom->busy
   std::vector<verified_region> regions;  // verified once per remote region
   key_table_map peer_keys;               // the peer's key table, when it is on this node
 };
+
+// Parks `op` in its peer's queue (at the back, or at the front for one
+// that must go next), and puts the peer on the domain's busy list.
+inline void park(peer_state& p, op_slot* op, bool front = false) {
+  op->st = slot_state::parked;
+  if (front)
+    p.parked.push_front(op);
+  else
+    p.parked.push_back(op);
+  if (!p.busy) {
+    p.busy = true;
+    p.dom->busy.push_back(&p);
+  }
+}
 
 }  // namespace fabrix::ofi::detail
