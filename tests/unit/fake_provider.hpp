@@ -169,4 +169,15 @@ struct allocating_provider {
 };
 static_assert(fabrix::allocates_memory<allocating_provider>);
 
+// Two domains, a queue pair from a to b, a 256-byte local source in a and a
+// 256-byte target in b that grants every remote right.
+struct pair_fixture {
+  fabrix::domain<provider> a = fabrix::domain<provider>::create().value();
+  fabrix::domain<provider> b = fabrix::domain<provider>::create().value();
+  fabrix::queue_pair<provider> qp = a.connect(b.address().value()).value();
+  std::vector<std::byte> src = std::vector<std::byte>(256), dst = std::vector<std::byte>(256);
+  fabrix::memory_region<provider> ms = a.register_memory(src, fabrix::access::local).value();
+  fabrix::memory_region<provider> md = b.register_memory(dst, fabrix::access::all_remote).value();
+};
+
 }  // namespace fake

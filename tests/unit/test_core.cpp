@@ -13,14 +13,7 @@ namespace {
 // allocate_memory is optional: a provider without it has no domain<P>::allocate_memory.
 static_assert(!fabrix::allocates_memory<fake::provider>);
 
-struct pair_fixture {
-  fabrix::domain<fake::provider> a = fabrix::domain<fake::provider>::create().value();
-  fabrix::domain<fake::provider> b = fabrix::domain<fake::provider>::create().value();
-  fabrix::queue_pair<fake::provider> qp = a.connect(b.address().value()).value();
-  std::vector<std::byte> src = std::vector<std::byte>(256), dst = std::vector<std::byte>(256);
-  fabrix::memory_region<fake::provider> ms = a.register_memory(src, fabrix::access::local).value();
-  fabrix::memory_region<fake::provider> md = b.register_memory(dst, fabrix::access::all_remote).value();
-};
+using fake::pair_fixture;
 
 }  // namespace
 

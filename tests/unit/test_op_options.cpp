@@ -15,14 +15,7 @@ using fabrix::status;
 
 namespace {
 
-struct pair_fixture {
-  fabrix::domain<fake::provider> a = fabrix::domain<fake::provider>::create().value();
-  fabrix::domain<fake::provider> b = fabrix::domain<fake::provider>::create().value();
-  fabrix::queue_pair<fake::provider> qp = a.connect(b.address().value()).value();
-  std::vector<std::byte> src = std::vector<std::byte>(256), dst = std::vector<std::byte>(256);
-  fabrix::memory_region<fake::provider> ms = a.register_memory(src, fabrix::access::local).value();
-  fabrix::memory_region<fake::provider> md = b.register_memory(dst, fabrix::access::all_remote).value();
-
+struct pair_fixture : fake::pair_fixture {
   op_options last() { return qp.native().last_options(); }
   std::size_t drain() {
     fabrix::completion c[64];
