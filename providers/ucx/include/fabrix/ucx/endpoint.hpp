@@ -71,7 +71,7 @@ class endpoint_impl {
     for (detail::op_slot* op = d.recvs.begin(); op != d.recvs.end(); ++op) {
       if (op->in_use && op->peer == &p && op->request) ucp_request_cancel(d.worker, op->request);
     }
-    while (detail::op_slot* f = p.parked_flushes.pop_front()) d.deferred.push_back(f);
+    while (detail::op_slot* f = p.parked.pop_front()) d.deferred.push_back(f);
     while (detail::op_slot* w = p.parked_imms.pop_front()) d.deferred.push_back(w);
     detail::run_deferred(d);
     // Replies queued for this peer are dropped.
