@@ -528,4 +528,25 @@ TEST_CASE("ucx fence: the op after it, and all behind it, wait for the checked r
   t.qp->fence();
   REQUIRE(t.qp->write(ms->slice(0, 8), rs.slice(256, 8), 6) == status::ok);
   CHECK(shared[256] == std::byte{0x33});
+  // After a native operation (a tagged send) the fenced op waits for an
+  // endpoint flush, and the op behind it for the fenced one; a flush after
+  // them completes after both.
+  REQUIRE(t.qp->send(ms->slice(0, 8), 7) == status::ok);
+  t.qp->fence();
+  REQUIRE(t.qp->write(ms->slice(0, 8), rs.slice(320, 8), 8) == status::ok);
+  REQUIRE(t.qp->write(ms->slice(0, 8), rs.slice(384, 8), 9, fabrix::op_options::unsignaled) == status::ok);
+  REQUIRE(t.qp->flush(10) == status::ok);
+  CHECK(shared[320] == std::byte{0});
+  CHECK(shared[384] == std::byte{0});
+  t.poll_for(100, true);
+  CHECK(t.completed(7));
+  CHECK(t.completed(8));
+  CHECK(t.completed(10));
+  CHECK(shared[320] == std::byte{0x33});
+  CHECK(shared[384] == std::byte{0x33});
+  CHECK(t.qp->finished() == 2);
+  const auto at = [&](std::uint64_t token) {
+    return std::find_if(t.seen.begin(), t.seen.end(), [&](const fabrix::completion& c) { return c.token == token; });
+  };
+  CHECK(at(8) < at(10));
 }

@@ -172,13 +172,15 @@ inline void stage_done(op_slot* op) {
     op->flush_mark = 0;
   }
   if (op->st == stage::fence_flush) {
-    if (op->peer) op->peer->fence_flushing = false;
-    if (ok) {  // everything before it is at the target: it starts (run_deferred)
+    if (ok) {  // everything before it is at the target: it starts (run_deferred), still before later ops
       op->st = stage::fence_start;
       op->dom->deferred.push_back(op);
       return;
     }
-    if (op->peer) wake_parked(*op->dom, *op->peer);  // what waited behind it goes on (and fails or not) itself
+    if (op->peer) {  // what waited behind it goes on (and fails or not) by itself
+      op->peer->fence_flushing = false;
+      wake_parked(*op->dom, *op->peer);
+    }
   }
   if (op->delivered && op->st == stage::data && ok) {
     op->st = stage::delivery_flush;
@@ -225,7 +227,8 @@ inline void run_deferred(domain_state& d) {
         continue;
       }
       peer_state& p = *op->peer;
-      if (op->st == stage::fence_start) {  // its fence flush is done
+      if (op->st == stage::fence_start) {  // its fence flush is done: it starts, then what waits behind it
+        p.fence_flushing = false;
         op->st = stage::data;
         start_op(p, op);
         wake_parked(d, p);

@@ -319,7 +319,7 @@ struct peer_state {
   // a fence needs no flush.
   std::uint64_t native_posted = 0;
   std::uint64_t native_flushed = 0;
-  bool fence_flushing = false;  // a fenced op's endpoint flush is in flight: everything later waits
+  bool fence_flushing = false;  // a fenced op waits for its endpoint flush: everything later waits behind it
   // Ops that have not started, in post order: flushes waiting for
   // notifications and checked requests, fenced ops waiting for everything
   // before them, and every op posted behind one of those (start_parked).
