@@ -38,7 +38,11 @@ class endpoint_impl {
     return status::ok;
   }
 
+  // The queue pair's default options, applied per op through
+  // detail::options_of (post.hpp says what each option costs here).
   void set_default_options(op_options defaults) { p_->defaults = defaults; }
+  // Unsignaled ops finished (ok or failed): counted when their completion
+  // would have been pushed (deliver), a direct op inside post(). Only grows.
   std::uint64_t finished() const noexcept { return p_ ? p_->finished : 0; }
 
   bool failed() const noexcept { return p_ && p_->failed; }

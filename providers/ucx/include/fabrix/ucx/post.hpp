@@ -8,7 +8,7 @@
 // an active message carrying the 32-bit value. The target's handler queues
 // the notification, so it can only be seen after the data is in place.
 // One-sided operations on tcp / shared memory go as checked requests
-// (rma.hpp), or as CPU copies on a peer's mapped segment (direct_op).
+// (rma.hpp), or as CPU copies on a peer's mapped segment (direct ops).
 //
 // The options (detail::options_of: the op's own and the queue pair's
 // defaults), per path:
@@ -55,7 +55,7 @@ inline rkey_cache::entry* rkey_for(peer_state& p, const remote_buffer& rb) {
   if (ucp_ep_rkey_unpack(p.ep, rb.key.data(), &rkey) != UCS_OK) return nullptr;
   rkey_cache::entry* e = p.rkeys.add(rb, rkey);
   // Memory the peer had UCX allocate may be a shared-memory segment UCX has
-  // mapped here (sysv, posix): then it is used directly (direct_op).
+  // mapped here (sysv, posix): then it is used directly (direct_copy).
   void* mapped = nullptr;
   if (p.same_node && (rb.epoch & ucx_allocated) != 0 && ucp_rkey_ptr(rkey, rb.address, &mapped) == UCS_OK)
     e->mapped = static_cast<std::byte*>(mapped);
@@ -65,10 +65,19 @@ inline rkey_cache::entry* rkey_for(peer_state& p, const remote_buffer& rb) {
 inline void* slice_address(const local_slice& l) noexcept { return l.address; }
 inline void* slice_address(const ucp_dt_iov_t& l) noexcept { return l.buffer; }
 
-// The direct operation `code` at `at` (a peer's mapped segment, this
-// process's view) with the local slices `slices`: plain copies and CPU atomics
-// (coherent with the target's, which run on the same memory). `result` is
-// the atomics' 8-byte result buffer.
+// A direct op: a one-sided operation on a peer's UCX-allocated
+// shared-memory segment, mapped in this process: plain copies and CPU
+// atomics (coherent with the target's, which run on the same memory), done
+// at once — what UCX's own sysv/posix RMA does, without its per-operation
+// cost. After the target deregisters the region the segment lives on only in
+// the processes that still map it (sysv: IPC_RMID at creation; posix:
+// unlinked), so an operation first checks the region's slot in the target's
+// key table (direct_refusal); without a table or slot it would complete ok
+// into the orphaned segment (README: deregistration).
+//
+// direct_copy does the operation `code` at `at` (this process's view of the
+// segment) with the local slices `slices`; `result` is the atomics' 8-byte
+// result buffer.
 template <class Slices>
 inline void direct_copy(opcode code, std::byte* at, const Slices& slices, void* result, std::uint64_t operand,
                         std::uint64_t compare) {

@@ -1,7 +1,11 @@
 // How a UCX operation moves from posted to completed. UCX calls back from
 // inside ucp_worker_progress; callbacks only count down and queue work —
 // every new UCX call a stage needs is made from run_deferred(), after
-// progress has returned, never from inside a callback.
+// progress has returned, never from inside a callback. That includes
+// starting parked ops (a flush or fenced op whose wait is over, and the ops
+// behind it): callbacks only set domain_state::start_parked.
+// A finished op becomes a completion in deliver(); an unsignaled one that
+// succeeded only counts in its peer's `finished`.
 #pragma once
 
 #include <fabrix/ucx/state.hpp>

@@ -23,9 +23,12 @@
 // A deregistered region's epoch is gone from the table: the reply says
 // stale_key and not one byte changes. The operation completes when its reply
 // is in: a write is then in place at the target (stronger than UCX's put).
-// Ordering with write_with_imm and flush: both wait until the peer's checked
-// requests posted before them have their replies (peer_state::
-// checked_in_flight), then flush the endpoint for anything else.
+// So it is at completion_level::delivered whatever the op asked.
+// Ordering with write_with_imm, flush and fenced ops: each waits until the
+// peer's checked requests posted before it have their replies (peer_state::
+// checked_in_flight); write_with_imm and flush then flush the endpoint for
+// anything else, a fenced op only when native operations are unflushed
+// (post.hpp).
 //
 // Cost: no allocation per operation (headers live in the op slot, replies
 // in a pool whose read buffers keep their capacity); a hash lookup at the
