@@ -276,7 +276,7 @@ inline status post_one(peer_state& p, const operation& o) {
   op->c.bytes = o.code == opcode::flush ? 0 : o.local_bytes();
   op->st = o.code == opcode::flush ? stage::user_flush : stage::data;
   op->unsignaled = has(opts, op_options::unsignaled);
-  op->fenced = fenced;
+  op->fenced = fenced && o.code != opcode::flush;  // a flush waits for everything before it anyway
   // delivered costs an endpoint flush on native lanes only (start_op clears
   // it for checked and direct ops, which complete at the target anyway).
   op->delivered = has(opts, op_options::delivered) && (o.code == opcode::write || o.code == opcode::send);
