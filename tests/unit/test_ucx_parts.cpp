@@ -415,3 +415,138 @@ TEST_CASE("ucx allocated shared memory: a peer on this node reaches it directly,
     CHECK(st == status::peer_unreachable);
   }
 }
+
+namespace {
+// Two domains of this process over sysv,posix: `target` polls only when told.
+struct two_domains {
+  std::optional<fabrix::ucx::domain> target, initiator;
+  std::optional<fabrix::queue_pair<fabrix::ucx::provider>> qp, back;  // back: answers checked requests
+  std::vector<fabrix::completion> seen;                               // the initiator's completions
+
+  two_domains() {
+    fabrix::domain_options o;
+    o.transport = "sysv,posix";
+    auto t = fabrix::ucx::domain::create(o);
+    auto i = fabrix::ucx::domain::create(o);
+    REQUIRE(t);
+    REQUIRE(i);
+    target.emplace(std::move(*t));
+    initiator.emplace(std::move(*i));
+    auto q = initiator->connect(target->address().value());
+    auto b = target->connect(initiator->address().value());
+    REQUIRE(q);
+    REQUIRE(b);
+    qp.emplace(std::move(*q));
+    back.emplace(std::move(*b));
+  }
+  // Polls the initiator (and the target when `both`) for about `ms`.
+  void poll_for(int ms, bool both) {
+    fabrix::completion c[8];
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (std::chrono::steady_clock::now() < until) {
+      const std::size_t n = initiator->poll(c);
+      seen.insert(seen.end(), c, c + n);
+      if (both) (void)target->poll(c);  // the target side receives nothing with a token here
+    }
+  }
+  bool completed(std::uint64_t token) const {
+    return std::any_of(seen.begin(), seen.end(), [&](const fabrix::completion& c) { return c.token == token; });
+  }
+};
+}  // namespace
+
+TEST_CASE("ucx unsignaled: a direct op takes no slot and counts at once; a refused one completes with its error") {
+  two_domains t;
+  auto allocated = t.target->allocate_memory(4096, fabrix::access::all_remote);
+  REQUIRE(allocated);
+  std::optional<fabrix::memory_region<fabrix::ucx::provider>> region(std::move(*allocated));
+  std::memset(region->data(), 0, 4096);
+  std::vector<std::byte> src(64, std::byte{0x7e});
+  auto ms = t.initiator->register_memory(src, fabrix::access::local);
+  REQUIRE(ms);
+  const fabrix::remote_buffer rb = region->remote();
+  // Done and counted inside post(): nobody polled.
+  REQUIRE(t.qp->write(ms->slice(0, 64), rb.slice(0, 64), 1, fabrix::op_options::unsignaled) == status::ok);
+  CHECK(t.qp->finished() == 1);
+  CHECK(region->data()[63] == std::byte{0x7e});
+  t.qp->set_default_options(fabrix::op_options::unsignaled);
+  REQUIRE(t.qp->fetch_add(ms->slice(0, 8), rb.slice(128, 8), 5, 2) == status::ok);
+  CHECK(t.qp->finished() == 2);
+  t.qp->set_default_options(fabrix::op_options::none);
+  t.poll_for(30, false);
+  CHECK(t.seen.empty());
+  // Refused (the region is gone): an error completion with its token, and
+  // counted too.
+  region.reset();
+  REQUIRE(t.qp->write(ms->slice(0, 64), rb.slice(0, 64), 3, fabrix::op_options::unsignaled) == status::ok);
+  t.poll_for(30, false);
+  REQUIRE(t.seen.size() == 1);
+  CHECK(t.seen[0].token == 3);
+  CHECK(t.seen[0].status == status::stale_key);
+  CHECK(t.qp->finished() == 3);
+}
+
+TEST_CASE("ucx fence: the op after it, and all behind it, wait for the checked request before it") {
+  two_domains t;
+  // `user` is the user's memory: written by a checked request, answered only
+  // when the target polls. `shared` is UCX's, mapped here: written at once.
+  std::vector<std::byte> user(4096), src(64, std::byte{0x33});
+  auto mu = t.target->register_memory(user, fabrix::access::all_remote);
+  auto allocated = t.target->allocate_memory(4096, fabrix::access::all_remote);
+  auto ms = t.initiator->register_memory(src, fabrix::access::local);
+  REQUIRE(mu);
+  REQUIRE(allocated);
+  REQUIRE(ms);
+  std::byte* shared = allocated->data();
+  std::memset(shared, 0, 4096);
+  const fabrix::remote_buffer ru = mu->remote(), rs = allocated->remote();
+  // Without a fence the direct write does not wait.
+  REQUIRE(t.qp->write(ms->slice(0, 64), ru.slice(0, 64), 1) == status::ok);
+  REQUIRE(t.qp->write(ms->slice(0, 8), rs.slice(0, 8), 2) == status::ok);
+  CHECK(shared[0] == std::byte{0x33});
+  t.poll_for(50, true);
+  REQUIRE(t.completed(1));
+  REQUIRE(t.completed(2));
+  // With one it waits for the reply, and so do the ops posted after it.
+  REQUIRE(t.qp->write(ms->slice(0, 64), ru.slice(64, 64), 3) == status::ok);
+  t.qp->fence();
+  REQUIRE(t.qp->write(ms->slice(0, 8), rs.slice(64, 8), 4) == status::ok);
+  REQUIRE(t.qp->write(ms->slice(0, 8), rs.slice(128, 8), 5, fabrix::op_options::unsignaled) == status::ok);
+  t.poll_for(30, false);  // the target does not answer
+  CHECK(shared[64] == std::byte{0});
+  CHECK(shared[128] == std::byte{0});
+  CHECK_FALSE(t.completed(4));
+  CHECK(t.qp->finished() == 0);
+  t.poll_for(100, true);
+  CHECK(t.completed(3));
+  CHECK(t.completed(4));
+  CHECK(shared[64] == std::byte{0x33});
+  CHECK(shared[128] == std::byte{0x33});
+  CHECK(t.qp->finished() == 1);
+  CHECK(user[64] == std::byte{0x33});
+  // A fence with nothing in flight costs nothing: the op goes at once.
+  t.qp->fence();
+  REQUIRE(t.qp->write(ms->slice(0, 8), rs.slice(256, 8), 6) == status::ok);
+  CHECK(shared[256] == std::byte{0x33});
+  // After a native operation (a tagged send) the fenced op waits for an
+  // endpoint flush, and the op behind it for the fenced one; a flush after
+  // them completes after both.
+  REQUIRE(t.qp->send(ms->slice(0, 8), 7) == status::ok);
+  t.qp->fence();
+  REQUIRE(t.qp->write(ms->slice(0, 8), rs.slice(320, 8), 8) == status::ok);
+  REQUIRE(t.qp->write(ms->slice(0, 8), rs.slice(384, 8), 9, fabrix::op_options::unsignaled) == status::ok);
+  REQUIRE(t.qp->flush(10) == status::ok);
+  CHECK(shared[320] == std::byte{0});
+  CHECK(shared[384] == std::byte{0});
+  t.poll_for(100, true);
+  CHECK(t.completed(7));
+  CHECK(t.completed(8));
+  CHECK(t.completed(10));
+  CHECK(shared[320] == std::byte{0x33});
+  CHECK(shared[384] == std::byte{0x33});
+  CHECK(t.qp->finished() == 2);
+  const auto at = [&](std::uint64_t token) {
+    return std::find_if(t.seen.begin(), t.seen.end(), [&](const fabrix::completion& c) { return c.token == token; });
+  };
+  CHECK(at(8) < at(10));
+}

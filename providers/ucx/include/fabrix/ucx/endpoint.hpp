@@ -38,7 +38,11 @@ class endpoint_impl {
     return status::ok;
   }
 
+  // The queue pair's default options, applied per op through
+  // detail::options_of (post.hpp says what each option costs here).
   void set_default_options(op_options defaults) { p_->defaults = defaults; }
+  // Unsignaled ops finished (ok or failed): counted when their completion
+  // would have been pushed (deliver), a direct op inside post(). Only grows.
   std::uint64_t finished() const noexcept { return p_ ? p_->finished : 0; }
 
   bool failed() const noexcept { return p_ && p_->failed; }
@@ -71,7 +75,7 @@ class endpoint_impl {
     for (detail::op_slot* op = d.recvs.begin(); op != d.recvs.end(); ++op) {
       if (op->in_use && op->peer == &p && op->request) ucp_request_cancel(d.worker, op->request);
     }
-    while (detail::op_slot* f = p.parked_flushes.pop_front()) d.deferred.push_back(f);
+    while (detail::op_slot* f = p.parked.pop_front()) d.deferred.push_back(f);
     while (detail::op_slot* w = p.parked_imms.pop_front()) d.deferred.push_back(w);
     detail::run_deferred(d);
     // Replies queued for this peer are dropped.

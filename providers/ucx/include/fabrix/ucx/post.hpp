@@ -7,6 +7,31 @@
 // (every earlier put and AMO on the endpoint is complete at the target), then
 // an active message carrying the 32-bit value. The target's handler queues
 // the notification, so it can only be seen after the data is in place.
+// One-sided operations on tcp / shared memory go as checked requests
+// (rma.hpp), or as CPU copies on a peer's mapped segment (direct ops).
+//
+// The options (detail::options_of: the op's own and the queue pair's
+// defaults), per path:
+//  - completion_level::local: the UCX request's completion (the source may be
+//    reused). delivered: a checked request completes when its reply is in
+//    and a direct op when its copy is done, both already at the target; a
+//    native put (write) or tagged send is followed by an endpoint flush
+//    (stage delivery_flush) before it completes; write_with_imm already
+//    flushes its data before the notification goes.
+//  - unsignaled: the op slot is marked; where it would push a completion
+//    (deliver) a successful one only counts in peer_state::finished, a failed
+//    one pushes its error completion and counts too. A direct op needs no
+//    slot at all: done and counted in post(). An endpoint flush completes
+//    after the requests posted before it, so a later flush finds them counted.
+//  - fence: the op starts only when nothing earlier on the endpoint can still
+//    be on its way: no checked request without its reply, no write_with_imm
+//    unfinished, and no native operation since the last completed endpoint
+//    flush (else one endpoint flush first, stage fence_flush). Until then it
+//    waits on the peer's `parked` list with its target resolved (address,
+//    rkey, epoch: the remote_buffer is not kept), and every op posted after it
+//    waits behind it, in order. A fence with nothing in flight costs nothing.
+//    (ucp_worker_fence is not used: UCX 1.13's orders per transport lane
+//    only, and fabrix's checked requests and notifications are not UCX RMA.)
 #pragma once
 
 #include <fabrix/detail/validate.hpp>
@@ -16,6 +41,7 @@
 #include <fabrix/ucx/state.hpp>
 
 #include <cstring>
+#include <span>
 
 namespace fabrix::ucx::detail {
 
@@ -29,30 +55,37 @@ inline rkey_cache::entry* rkey_for(peer_state& p, const remote_buffer& rb) {
   if (ucp_ep_rkey_unpack(p.ep, rb.key.data(), &rkey) != UCS_OK) return nullptr;
   rkey_cache::entry* e = p.rkeys.add(rb, rkey);
   // Memory the peer had UCX allocate may be a shared-memory segment UCX has
-  // mapped here (sysv, posix): then it is used directly (direct_op).
+  // mapped here (sysv, posix): then it is used directly (direct_copy).
   void* mapped = nullptr;
   if (p.same_node && (rb.epoch & ucx_allocated) != 0 && ucp_rkey_ptr(rkey, rb.address, &mapped) == UCS_OK)
     e->mapped = static_cast<std::byte*>(mapped);
   return e;
 }
 
-// A one-sided operation on a peer's UCX-allocated shared-memory segment,
-// mapped in this process: plain copies and CPU atomics (coherent with the
-// target's, which run on the same memory), done at once — what UCX's own
-// sysv/posix RMA does, without its per-operation cost. After the target
-// deregisters the region the segment lives on only in the processes that
-// still map it (sysv: IPC_RMID at creation; posix: unlinked), so an
-// operation first checks the region's slot in the target's key table
-// (direct_refusal); without a table or slot it would complete ok into the
-// orphaned segment (README: deregistration).
-inline void direct_op(const operation& o, std::byte* base) {
-  std::byte* at = base + o.remote.offset;
-  const local_slice& first = o.locals()[0];
-  switch (o.code) {
+inline void* slice_address(const local_slice& l) noexcept { return l.address; }
+inline void* slice_address(const ucp_dt_iov_t& l) noexcept { return l.buffer; }
+
+// A direct op: a one-sided operation on a peer's UCX-allocated
+// shared-memory segment, mapped in this process: plain copies and CPU
+// atomics (coherent with the target's, which run on the same memory), done
+// at once — what UCX's own sysv/posix RMA does, without its per-operation
+// cost. After the target deregisters the region the segment lives on only in
+// the processes that still map it (sysv: IPC_RMID at creation; posix:
+// unlinked), so an operation first checks the region's slot in the target's
+// key table (direct_refusal); without a table or slot it would complete ok
+// into the orphaned segment (README: deregistration).
+//
+// direct_copy does the operation `code` at `at` (this process's view of the
+// segment) with the local slices `slices`; `result` is the atomics' 8-byte
+// result buffer.
+template <class Slices>
+inline void direct_copy(opcode code, std::byte* at, const Slices& slices, void* result, std::uint64_t operand,
+                        std::uint64_t compare) {
+  switch (code) {
     case opcode::write:
     case opcode::write_with_imm:
-      for (const local_slice& l : o.locals()) {
-        if (l.length) std::memcpy(at, l.address, l.length);
+      for (const auto& l : slices) {
+        if (l.length) std::memcpy(at, slice_address(l), l.length);
         at += l.length;
       }
       // The bytes before whatever announces them (a notification, a flag the
@@ -65,39 +98,154 @@ inline void direct_op(const operation& o, std::byte* base) {
 #endif
       break;
     case opcode::read:
-      for (const local_slice& l : o.locals()) {
-        if (l.length) std::memcpy(l.address, at, l.length);
+      for (const auto& l : slices) {
+        if (l.length) std::memcpy(slice_address(l), at, l.length);
         at += l.length;
       }
       break;
     case opcode::fetch_add: {
-      const std::uint64_t old = __atomic_fetch_add(reinterpret_cast<std::uint64_t*>(at), o.operand, __ATOMIC_SEQ_CST);
-      std::memcpy(first.address, &old, 8);
+      const std::uint64_t old = __atomic_fetch_add(reinterpret_cast<std::uint64_t*>(at), operand, __ATOMIC_SEQ_CST);
+      std::memcpy(result, &old, 8);
       break;
     }
     case opcode::compare_swap: {
-      std::uint64_t expected = o.compare;
-      __atomic_compare_exchange_n(reinterpret_cast<std::uint64_t*>(at), &expected, o.operand, false, __ATOMIC_SEQ_CST,
+      std::uint64_t expected = compare;
+      __atomic_compare_exchange_n(reinterpret_cast<std::uint64_t*>(at), &expected, operand, false, __ATOMIC_SEQ_CST,
                                   __ATOMIC_SEQ_CST);
-      std::memcpy(first.address, &expected, 8);
+      std::memcpy(result, &expected, 8);
       break;
     }
     default: break;
   }
 }
 
-// Why a direct operation through `rb` must not run (status::ok: it may):
-// the target cleared the region's key-table slot (stale_key), or closed its
-// whole domain (peer_unreachable). One acquire load while the region lives.
-inline status direct_refusal(const peer_state& p, const remote_buffer& rb) noexcept {
-  const std::uint32_t slot = key_slot_of(rb.epoch);
-  if (slot == 0 || !p.peer_keys.mapped() || p.peer_keys.load(slot) == rb.epoch) return status::ok;
+// Why a direct operation on the region of epoch `epoch` must not run
+// (status::ok: it may): the target cleared the region's key-table slot
+// (stale_key), or closed its whole domain (peer_unreachable). One acquire
+// load while the region lives.
+inline status direct_refusal(const peer_state& p, std::uint64_t epoch) noexcept {
+  const std::uint32_t slot = key_slot_of(epoch);
+  if (slot == 0 || !p.peer_keys.mapped() || p.peer_keys.load(slot) == epoch) return status::ok;
   return p.peer_keys.load(0) != 0 ? status::stale_key : status::peer_unreachable;
+}
+
+// Whether an op fenced now would have to wait: something earlier on the
+// endpoint may not be at the target yet.
+inline bool fence_must_wait(const peer_state& p) noexcept {
+  return p.imm_in_progress > 0 || p.checked_in_flight > 0 || p.native_posted != p.native_flushed;
+}
+
+// Whether the parked op at the head of p.parked may start now.
+inline bool may_start(const peer_state& p, const op_slot* op) noexcept {
+  if (p.fence_flushing) return false;
+  if (op->st == stage::user_flush || op->fenced) return p.imm_in_progress == 0 && p.checked_in_flight == 0;
+  return true;
+}
+
+// Starts the slot's operation from what the slot holds (post_one filled it;
+// it may have waited parked since). Not from inside a UCX callback.
+inline void start_op(peer_state& p, op_slot* op) {
+  domain_state& d = *p.dom;
+  op->pending = 1;  // held while posting, so the op cannot finish half-posted
+  if (op->fenced && p.native_posted != p.native_flushed) {
+    // Earlier native operations first: one endpoint flush, then the op
+    // starts (stage_done -> fence_start -> run_deferred). Later ops park.
+    op->st = stage::fence_flush;
+    p.fence_flushing = true;
+    post_ep_flush(p, op);
+    request_done(op, UCS_OK);
+    return;
+  }
+  const opcode code = op->c.op;
+  if (code == opcode::write_with_imm) {
+    op->imm_started = true;
+    ++p.imm_in_progress;
+  }
+  rkey_cache::entry* held = op->rkey;
+  if (held != nullptr && (p.checked_rma || held->mapped)) {
+    if (held->mapped) {  // done now (or refused): completes below
+      const status refused = direct_refusal(p, op->repoch);
+      if (refused == status::ok)
+        direct_copy(code, held->mapped + op->roffset, std::span(op->local.data(), op->nlocal), op->local[0].buffer,
+                    op->operand, op->compare);
+      else if (refused == status::stale_key)
+        op->remote_status = refused;
+      else
+        op->first_error = UCS_ERR_UNREACHABLE;  // the peer is gone: fails it, and what waits on it (deliver)
+      op->delivered = false;                    // at the target already
+    } else {
+      post_checked(p, op);
+    }
+    request_done(op, UCS_OK);
+    return;
+  }
+  ucp_request_param_t prm = request_param(op);
+  ucp_rkey_h rkey = held != nullptr ? held->key : nullptr;
+  std::uint64_t raddr = op->raddr;
+  if (code != opcode::recv && code != opcode::flush) ++p.native_posted;
+  switch (code) {
+    case opcode::write:
+    case opcode::write_with_imm:
+    case opcode::read:
+      prm.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+      for (std::uint32_t i = 0; i < op->nlocal; ++i) {
+        const ucp_dt_iov_t& l = op->local[i];
+        prm.memh = op->memh[i];
+        track(op, code == opcode::read ? ucp_get_nbx(p.ep, l.buffer, l.length, raddr, rkey, &prm)
+                                       : ucp_put_nbx(p.ep, l.buffer, l.length, raddr, rkey, &prm));
+        raddr += l.length;
+      }
+      break;
+    case opcode::fetch_add:
+    case opcode::compare_swap: {
+      const bool cas = code == opcode::compare_swap;
+      // UCX CSWAP: `buffer` holds the expected value, reply_buffer the value
+      // to swap in; the old remote value then lands in reply_buffer.
+      if (cas) {
+        std::memcpy(op->local[0].buffer, &op->operand, 8);
+        op->operand = op->compare;
+      }
+      prm.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_REPLY_BUFFER;
+      prm.datatype = ucp_dt_make_contig(8);
+      prm.reply_buffer = op->local[0].buffer;
+      track(op,
+            ucp_atomic_op_nbx(p.ep, cas ? UCP_ATOMIC_OP_CSWAP : UCP_ATOMIC_OP_ADD, &op->operand, 1, raddr, rkey, &prm));
+      break;
+    }
+    case opcode::send:
+      track(op, ucp_tag_send_nbx(p.ep, op->local[0].buffer, op->local[0].length, p.send_tag, &prm));
+      break;
+    case opcode::recv:
+      // Generic datatype (progress.hpp): the buffer and its length are in
+      // the slot; UCX hands every fragment to recv_unpack.
+      prm.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL | UCP_OP_ATTR_FIELD_DATATYPE;
+      prm.datatype = d.recv_dt;
+      prm.cb.recv = on_recv_done;
+      track_recv(op, [&] { return ucp_tag_recv_nbx(d.worker, op, 1, p.recv_tag, ~ucp_tag_t{0}, &prm); });
+      break;
+    case opcode::flush: post_ep_flush(p, op); break;
+    case opcode::remote_write_imm: break;  // refused by validation
+  }
+  request_done(op, UCS_OK);
+}
+
+// Starts p's parked ops, in order, as far as they may (may_start). Not from
+// inside a UCX callback.
+inline void start_parked(peer_state& p) {
+  while (op_slot* op = p.parked.head) {
+    if (p.failed || !may_start(p, op)) return;
+    p.parked.pop_front();
+    start_op(p, op);
+  }
 }
 
 inline status post_one(peer_state& p, const operation& o) {
   domain_state& d = *p.dom;
   if (p.failed) return status::peer_unreachable;
+  const op_options opts = fabrix::detail::options_of(o, p.defaults);
+  const bool fenced = has(opts, op_options::fence);
+  // Nothing of this endpoint waits to start: an op may start now.
+  const bool in_order = p.parked.empty() && !p.fence_flushing;
 
   rkey_cache::entry* held = nullptr;
   std::uint64_t raddr = 0;
@@ -105,8 +253,14 @@ inline status post_one(peer_state& p, const operation& o) {
     held = rkey_for(p, *o.remote.buffer);
     if (held == nullptr) return status::invalid_argument;
     raddr = o.remote.buffer->address + o.remote.offset;
+    // Fast path: an unsignaled direct op needs no slot: done and counted now.
+    if (held->mapped && has(opts, op_options::unsignaled) && o.code != opcode::write_with_imm && in_order &&
+        !(fenced && fence_must_wait(p)) && direct_refusal(p, o.remote.buffer->epoch) == status::ok) {
+      direct_copy(o.code, held->mapped + o.remote.offset, o.locals(), o.locals()[0].address, o.operand, o.compare);
+      ++p.finished;
+      return status::ok;
+    }
   }
-  ucp_rkey_h rkey = held != nullptr ? held->key : nullptr;
   op_slot* op = o.code == opcode::recv ? d.recvs.take() : d.ops.take();
   if (op == nullptr) return status::again;
   op->seq = ++d.next_seq;
@@ -120,89 +274,44 @@ inline status post_one(peer_state& p, const operation& o) {
   op->c.flags = o.flags;
   op->c.imm = o.imm;
   op->c.bytes = o.code == opcode::flush ? 0 : o.local_bytes();
-  op->st = stage::data;
-  op->pending = 1;  // held while posting, so the op cannot finish half-posted
-
-  ucp_request_param_t prm = request_param(op);
-  const local_slice& first = o.locals()[0];
-  if (held != nullptr && (p.checked_rma || held->mapped)) {
-    if (o.code == opcode::write_with_imm) {
-      op->header.imm = o.imm;
-      op->header.bytes = o.remote.length;
-      op->header.sender = d.nonce;
-      ++p.imm_in_progress;
+  op->st = o.code == opcode::flush ? stage::user_flush : stage::data;
+  op->unsignaled = has(opts, op_options::unsignaled);
+  op->fenced = fenced && o.code != opcode::flush;  // a flush waits for everything before it anyway
+  // delivered costs an endpoint flush on native lanes only (start_op clears
+  // it for checked and direct ops, which complete at the target anyway).
+  op->delivered = has(opts, op_options::delivered) && (o.code == opcode::write || o.code == opcode::send);
+  op->raddr = raddr;
+  if (held != nullptr) {
+    op->roffset = o.remote.offset;
+    op->rlength = o.remote.length;
+    op->repoch = o.remote.buffer->epoch;
+  }
+  op->operand = o.operand;
+  op->compare = o.compare;
+  if (o.code == opcode::write_with_imm) {
+    op->header.imm = o.imm;
+    op->header.bytes = o.remote.length;
+    op->header.sender = d.nonce;
+  }
+  op->nlocal = 0;
+  if (o.code == opcode::recv) {
+    op->c.bytes = 0;
+    op->c.peer = p.peer_id;
+    op->local[0] = ucp_dt_iov_t{o.local.address, o.local.length};
+    op->nlocal = 1;
+  } else if (o.code != opcode::flush) {
+    const bool keep_empty = o.code == opcode::send;  // its one buffer, even empty
+    for (const local_slice& l : o.locals()) {
+      if (l.length == 0 && !keep_empty) continue;
+      op->memh[op->nlocal] = static_cast<ucp_mem_h>(l.descriptor);
+      op->local[op->nlocal++] = ucp_dt_iov_t{l.address, l.length};
     }
-    if (held->mapped) {  // done now (or refused): completes below
-      const status refused = direct_refusal(p, *o.remote.buffer);
-      if (refused == status::ok)
-        direct_op(o, held->mapped);
-      else if (refused == status::stale_key)
-        op->remote_status = refused;
-      else
-        op->first_error = UCS_ERR_UNREACHABLE;  // the peer is gone: fails it, and what waits on it (deliver)
-    } else {
-      post_checked(p, op, o, raddr);
-    }
-    request_done(op, UCS_OK);
+  }
+  if (o.code != opcode::recv && (!in_order || !may_start(p, op))) {
+    p.parked.push_back(op);  // started by start_parked, in order
     return status::ok;
   }
-  switch (o.code) {
-    case opcode::write_with_imm:
-      op->header.imm = o.imm;
-      op->header.bytes = o.remote.length;
-      op->header.sender = d.nonce;
-      ++p.imm_in_progress;
-      [[fallthrough]];
-    case opcode::write:
-    case opcode::read:
-      prm.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
-      for (const local_slice& l : o.locals()) {
-        if (l.length == 0) continue;
-        prm.memh = static_cast<ucp_mem_h>(l.descriptor);
-        track(op, o.code == opcode::read ? ucp_get_nbx(p.ep, l.address, l.length, raddr, rkey, &prm)
-                                         : ucp_put_nbx(p.ep, l.address, l.length, raddr, rkey, &prm));
-        raddr += l.length;
-      }
-      break;
-    case opcode::fetch_add:
-    case opcode::compare_swap: {
-      const bool cas = o.code == opcode::compare_swap;
-      // UCX CSWAP: `buffer` holds the expected value, reply_buffer the value
-      // to swap in; the old remote value then lands in reply_buffer.
-      op->operand = cas ? o.compare : o.operand;
-      if (cas) std::memcpy(first.address, &o.operand, 8);
-      prm.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_REPLY_BUFFER;
-      prm.datatype = ucp_dt_make_contig(8);
-      prm.reply_buffer = first.address;
-      track(op,
-            ucp_atomic_op_nbx(p.ep, cas ? UCP_ATOMIC_OP_CSWAP : UCP_ATOMIC_OP_ADD, &op->operand, 1, raddr, rkey, &prm));
-      break;
-    }
-    case opcode::send: track(op, ucp_tag_send_nbx(p.ep, first.address, first.length, p.send_tag, &prm)); break;
-    case opcode::recv:
-      // Generic datatype (progress.hpp): the buffer and its length are in
-      // the slot; UCX hands every fragment to recv_unpack.
-      prm.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL | UCP_OP_ATTR_FIELD_DATATYPE;
-      prm.datatype = d.recv_dt;
-      prm.cb.recv = on_recv_done;
-      op->c.bytes = 0;
-      op->c.peer = p.peer_id;
-      op->local[0] = ucp_dt_iov_t{first.address, first.length};
-      op->nlocal = 1;
-      track_recv(op, [&] { return ucp_tag_recv_nbx(d.worker, op, 1, p.recv_tag, ~ucp_tag_t{0}, &prm); });
-      break;
-    case opcode::flush:
-      op->st = stage::user_flush;
-      if (p.imm_in_progress > 0 || p.checked_in_flight > 0) {  // earlier notifications and checked requests first
-        op->pending = 0;
-        p.parked_flushes.push_back(op);
-        return status::ok;
-      }
-      track(op, ucp_ep_flush_nbx(p.ep, &prm));
-      break;
-    case opcode::remote_write_imm: break;  // refused by validation
-  }
-  request_done(op, UCS_OK);
+  start_op(p, op);
   return status::ok;
 }
 

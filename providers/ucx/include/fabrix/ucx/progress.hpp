@@ -1,7 +1,11 @@
 // How a UCX operation moves from posted to completed. UCX calls back from
 // inside ucp_worker_progress; callbacks only count down and queue work —
 // every new UCX call a stage needs is made from run_deferred(), after
-// progress has returned, never from inside a callback.
+// progress has returned, never from inside a callback. That includes
+// starting parked ops (a flush or fenced op whose wait is over, and the ops
+// behind it): callbacks only set domain_state::start_parked.
+// A finished op becomes a completion in deliver(); an unsignaled one that
+// succeeded only counts in its peer's `finished`.
 #pragma once
 
 #include <fabrix/ucx/state.hpp>
@@ -13,7 +17,9 @@
 namespace fabrix::ucx::detail {
 
 inline void stage_done(op_slot* op);
-inline void send_replies(domain_state& d);  // rma.hpp
+inline void send_replies(domain_state& d);         // rma.hpp
+inline void start_op(peer_state& p, op_slot* op);  // post.hpp
+inline void start_parked(peer_state& p);           // post.hpp
 
 // Returns a finished slot to its pool, letting go of its rkey.
 inline void release_slot(op_slot* op) noexcept {
@@ -114,23 +120,31 @@ inline ucp_request_param_t request_param(op_slot* op) noexcept {
 
 inline void fail_peer(domain_state& d, peer_state& p, ucs_status_t why);
 
-// Pushes the op's completion and settles write_with_imm accounting.
+// Whatever waited on the peer's notifications and checked requests may
+// start: run_deferred starts its parked ops (safe inside callbacks).
+inline void wake_parked(domain_state& d, peer_state& p) noexcept {
+  if (!p.parked.empty()) d.start_parked = true;
+}
+
+// Pushes the op's completion and settles write_with_imm accounting. An
+// unsignaled op is counted in its peer's `finished` and pushes nothing
+// unless it failed.
 inline void deliver(op_slot* op) {
   domain_state& d = *op->dom;
   op->c.status = op->first_error != UCS_OK ? to_status(op->first_error) : op->remote_status;
   op->c.native_code = static_cast<std::int32_t>(op->first_error);
   if (op->c.status != status::ok && op->c.op != opcode::recv) op->c.bytes = 0;
-  d.ring.push(op->c);
+  if (op->unsignaled && op->peer) ++op->peer->finished;
+  if (!op->unsignaled || op->c.status != status::ok) d.ring.push(op->c);
   if (op->peer && op->c.status == status::peer_unreachable && !op->peer->failed) {
     // The endpoint is broken (without UCX's peer-failure mode this is how it
     // shows): it is never reused, and what else waits on it ends now.
     fail_peer(d, *op->peer, op->first_error);
   }
-  if (op->c.op == opcode::write_with_imm && op->peer) {
+  if (op->imm_started && op->peer) {
+    op->imm_started = false;
     peer_state& p = *op->peer;
-    if (--p.imm_in_progress == 0 && p.checked_in_flight == 0) {
-      while (op_slot* f = p.parked_flushes.pop_front()) d.deferred.push_back(f);
-    }
+    if (--p.imm_in_progress == 0 && p.checked_in_flight == 0) wake_parked(d, p);
   }
 }
 
@@ -143,8 +157,7 @@ inline void checked_done(op_slot* op) {
   if (--p.checked_in_flight != 0) return;
   domain_state& d = *op->dom;
   while (op_slot* w = p.parked_imms.pop_front()) d.deferred.push_back(w);
-  if (p.imm_in_progress == 0)
-    while (op_slot* f = p.parked_flushes.pop_front()) d.deferred.push_back(f);
+  if (p.imm_in_progress == 0) wake_parked(d, p);
 }
 
 // Delivers the completion and returns the slot to the pool.
@@ -157,6 +170,27 @@ inline void complete(op_slot* op) {
 inline void stage_done(op_slot* op) {
   if (op->peer == nullptr && op->first_error == UCS_OK) op->first_error = UCS_ERR_CANCELED;  // detached
   if (op->checked) checked_done(op);
+  const bool ok = op->first_error == UCS_OK && op->remote_status == status::ok;
+  if (op->flush_mark != 0 && op->peer) {  // an endpoint flush ended: what it covered is at the target
+    if (ok && op->flush_mark > op->peer->native_flushed) op->peer->native_flushed = op->flush_mark;
+    op->flush_mark = 0;
+  }
+  if (op->st == stage::fence_flush) {
+    if (ok) {  // everything before it is at the target: it starts (run_deferred), still before later ops
+      op->st = stage::fence_start;
+      op->dom->deferred.push_back(op);
+      return;
+    }
+    if (op->peer) {  // what waited behind it goes on (and fails or not) by itself
+      op->peer->fence_flushing = false;
+      wake_parked(*op->dom, *op->peer);
+    }
+  }
+  if (op->delivered && op->st == stage::data && ok) {
+    op->st = stage::delivery_flush;
+    op->dom->deferred.push_back(op);
+    return;
+  }
   if (op->c.op == opcode::write_with_imm && op->first_error == UCS_OK && op->remote_status == status::ok) {
     if (op->st == stage::data) {
       op->st = stage::imm_flush;
@@ -177,26 +211,49 @@ inline void stage_done(op_slot* op) {
   complete(op);
 }
 
-// Starts the next stage of every queued op. Called by poll()/wait() after
-// ucp_worker_progress, and by teardown.
+// Posts an endpoint flush as the op's current stage.
+inline void post_ep_flush(peer_state& p, op_slot* op) {
+  ucp_request_param_t prm = request_param(op);
+  op->flush_mark = p.native_posted;
+  track(op, ucp_ep_flush_nbx(p.ep, &prm));
+}
+
+// Starts the next stage of every queued op, then the parked ops that may
+// start now. Called by poll()/wait() after ucp_worker_progress, and by
+// teardown.
 inline void run_deferred(domain_state& d) {
-  while (op_slot* op = d.deferred.pop_front()) {
-    if (op->peer == nullptr || op->peer->failed) {
-      const ucs_status_t why = op->peer ? op->peer->failure : UCS_ERR_CANCELED;
-      if (op->first_error == UCS_OK) op->first_error = why != UCS_OK ? why : UCS_ERR_CANCELED;
-      complete(op);
-      continue;
+  do {
+    while (op_slot* op = d.deferred.pop_front()) {
+      if (op->peer == nullptr || op->peer->failed) {
+        const ucs_status_t why = op->peer ? op->peer->failure : UCS_ERR_CANCELED;
+        if (op->first_error == UCS_OK) op->first_error = why != UCS_OK ? why : UCS_ERR_CANCELED;
+        complete(op);
+        continue;
+      }
+      peer_state& p = *op->peer;
+      if (op->st == stage::fence_start) {  // its fence flush is done: it starts, then what waits behind it
+        p.fence_flushing = false;
+        op->st = stage::data;
+        start_op(p, op);
+        wake_parked(d, p);
+        continue;
+      }
+      op->pending = 1;
+      if (op->st == stage::imm_notify) {
+        ucp_request_param_t prm = request_param(op);
+        ++p.native_posted;
+        track(op, ucp_am_send_nbx(p.ep, am_notify, &op->header, sizeof(op->header), nullptr, 0, &prm));
+      } else {  // imm_flush, delivery_flush
+        post_ep_flush(p, op);
+      }
+      request_done(op, UCS_OK);
     }
-    peer_state& p = *op->peer;
-    ucp_request_param_t prm = request_param(op);
-    op->pending = 1;
-    if (op->st == stage::imm_notify) {
-      track(op, ucp_am_send_nbx(p.ep, am_notify, &op->header, sizeof(op->header), nullptr, 0, &prm));
-    } else {  // imm_flush, user_flush
-      track(op, ucp_ep_flush_nbx(p.ep, &prm));
+    if (d.start_parked) {
+      d.start_parked = false;
+      for (peer_state* p : d.connected)
+        if (!p->parked.empty()) start_parked(*p);
     }
-    request_done(op, UCS_OK);
-  }
+  } while (!d.deferred.empty() || d.start_parked);
   if (d.replies_head != nullptr) send_replies(d);
 }
 
@@ -242,7 +299,7 @@ inline void drop_reply(op_slot* op, ucs_status_t why) noexcept {
 inline void fail_peer(domain_state& d, peer_state& p, ucs_status_t why) {
   p.failed = true;
   p.failure = why;
-  while (op_slot* f = p.parked_flushes.pop_front()) d.deferred.push_back(f);
+  while (op_slot* f = p.parked.pop_front()) d.deferred.push_back(f);
   while (op_slot* w = p.parked_imms.pop_front()) d.deferred.push_back(w);
   d.each_slot([&](op_slot* op) {
     if (!op->in_use || op->abandoned || op->peer != &p || op->pending == 0) return;

@@ -23,9 +23,12 @@
 // A deregistered region's epoch is gone from the table: the reply says
 // stale_key and not one byte changes. The operation completes when its reply
 // is in: a write is then in place at the target (stronger than UCX's put).
-// Ordering with write_with_imm and flush: both wait until the peer's checked
-// requests posted before them have their replies (peer_state::
-// checked_in_flight), then flush the endpoint for anything else.
+// So it is at completion_level::delivered whatever the op asked.
+// Ordering with write_with_imm, flush and fenced ops: each waits until the
+// peer's checked requests posted before it have their replies (peer_state::
+// checked_in_flight); write_with_imm and flush then flush the endpoint for
+// anything else, a fenced op only when native operations are unflushed
+// (post.hpp).
 //
 // Cost: no allocation per operation (headers live in the op slot, replies
 // in a pool whose read buffers keep their capacity); a hash lookup at the
@@ -195,22 +198,18 @@ inline void on_request_sent(void* request, ucs_status_t s, void* user) {
   ucp_request_free(request);
 }
 
-// Posts `o` as a checked request on `p` (the op slot is set up by post_one).
-inline void post_checked(peer_state& p, op_slot* op, const operation& o, std::uint64_t raddr) {
+// Posts the slot's operation as a checked request on `p` (post_one filled
+// the slot: target address, length and epoch, the non-empty local slices).
+inline void post_checked(peer_state& p, op_slot* op) {
   domain_state& d = *p.dom;
   rma_header& h = op->rma;
   h = rma_header{};
   h.index = static_cast<std::uint32_t>(op - d.ops.begin());
   h.seq = op->seq;
   h.sender = d.nonce;
-  h.epoch = o.remote.buffer->epoch;
-  h.address = raddr;
-  h.length = o.remote.length;
-  op->nlocal = 0;
-  for (const local_slice& l : o.locals()) {
-    if (l.length == 0) continue;
-    op->local[op->nlocal++] = ucp_dt_iov_t{l.address, l.length};
-  }
+  h.epoch = op->repoch;
+  h.address = op->raddr;
+  h.length = op->rlength;
   ucp_request_param_t prm{};
   prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
   prm.cb.send = on_request_sent;
@@ -218,7 +217,7 @@ inline void post_checked(peer_state& p, op_slot* op, const operation& o, std::ui
   prm.flags = UCP_AM_SEND_FLAG_EAGER;  // whole at the target's handler: checked before a byte lands
   const void* payload = nullptr;
   std::size_t count = 0;
-  switch (o.code) {
+  switch (op->c.op) {
     case opcode::write:
     case opcode::write_with_imm:
       h.kind = rma_kind::write;
@@ -235,12 +234,12 @@ inline void post_checked(peer_state& p, op_slot* op, const operation& o, std::ui
     case opcode::read: h.kind = rma_kind::read; break;
     case opcode::fetch_add:
       h.kind = rma_kind::fetch_add;
-      h.operand = o.operand;
+      h.operand = op->operand;
       break;
     case opcode::compare_swap:
       h.kind = rma_kind::compare_swap;
-      h.operand = o.operand;
-      h.compare = o.compare;
+      h.operand = op->operand;
+      h.compare = op->compare;
       break;
     default: return;
   }

@@ -107,9 +107,12 @@ struct reply_slot {
 // The unpacked rkeys of one endpoint (rkey_cache.hpp).
 using rkey_cache = key_cache<ucp_rkey_h, &ucp_rkey_destroy>;
 
-// Where an operation is. write_with_imm goes data -> imm_flush -> imm_notify;
-// a flush posted while notifications are pending waits as `parked_flush`.
-enum class stage : std::uint8_t { data, imm_flush, imm_notify, user_flush };
+// Where an operation is. Every op starts in `data` (a flush in user_flush);
+// write_with_imm then goes imm_flush -> imm_notify; a delivered write or send
+// on a native lane goes to delivery_flush. An op that may not start yet waits
+// on its peer's `parked` list in its first stage; a fenced op that must wait
+// for native operations goes fence_flush -> fence_start -> data.
+enum class stage : std::uint8_t { data, imm_flush, imm_notify, user_flush, delivery_flush, fence_flush, fence_start };
 
 struct op_slot {
   completion c{};
@@ -132,9 +135,23 @@ struct op_slot {
   std::uint64_t recv_length = 0;         // recv: the message's full length (truncation)
   notify_header header{};                // AM header: must live until the AM completes
   std::uint64_t operand = 0;             // atomic operand buffer: must live until completion
-  rkey_cache::entry* rkey = nullptr;     // held while UCX may use it: until the slot goes back (release_slot)
-  op_slot* next = nullptr;               // deferred / parked list link
-  op_slot* next_free = nullptr;          // slot_pool link
+  // What the op needs to start later than post() (a parked op): resolved
+  // target (never the remote_buffer pointer, which dies when post returns)
+  // and local slices (`local`, with their memory handles).
+  std::uint64_t raddr = 0;            // target address
+  std::uint64_t roffset = 0;          // offset in the target region (mapped regions)
+  std::uint64_t rlength = 0;          // target length
+  std::uint64_t repoch = 0;           // the target region's epoch (checked requests, key table)
+  std::uint64_t compare = 0;          // compare_swap: expected value
+  std::array<ucp_mem_h, 16> memh{};   // native puts/gets: each local slice's handle
+  std::uint64_t flush_mark = 0;       // an endpoint flush: peer_state::native_posted when it was posted
+  bool unsignaled = false;            // op_options::unsignaled: no completion on success, counted
+  bool delivered = false;             // op_options::delivered on a native lane: flushed before it completes
+  bool fenced = false;                // op_options::fence: starts after everything earlier is at the target
+  bool imm_started = false;           // a write_with_imm counted in peer_state::imm_in_progress
+  rkey_cache::entry* rkey = nullptr;  // held while UCX may use it: until the slot goes back (release_slot)
+  op_slot* next = nullptr;            // deferred / parked list link
+  op_slot* next_free = nullptr;       // slot_pool link
 };
 
 // Intrusive FIFO of slots (no allocation).
@@ -215,6 +232,7 @@ struct domain_state {
   std::vector<closing_endpoint> closing;  // endpoints UCX still closes
   std::chrono::steady_clock::time_point next_closing_check{};
   bool cancel_abandoned_recvs = false;  // a peer failed inside a callback: cancel its recvs after progress
+  bool start_parked = false;            // a peer's parked ops may start now (run_deferred starts them)
   ucp_datatype_t recv_dt = 0;           // generic datatype of recvs (truncation keeps the prefix)
 
   // Checked one-sided operations (rma.hpp): live registrations by epoch, the
@@ -295,9 +313,19 @@ struct peer_state {
   bool checked_rma = true;  // one-sided ops go as checked requests (rma.hpp), not UCX RMA
   std::uint32_t imm_in_progress = 0;
   std::uint32_t checked_in_flight = 0;  // checked requests whose reply has not come
-  op_list parked_flushes;               // flushes waiting for notifications and checked requests
-  op_list parked_imms;                  // write_with_imm notifications waiting for earlier checked requests
-  rkey_cache rkeys;                     // unpacked once per remote region, bounded
+  // Native operations (put, get, atomic, tagged send, notification AM) whose
+  // arrival at the target nothing but an endpoint flush tells: those posted,
+  // and how many of them the last completed endpoint flush covered. Equal:
+  // a fence needs no flush.
+  std::uint64_t native_posted = 0;
+  std::uint64_t native_flushed = 0;
+  bool fence_flushing = false;  // a fenced op waits for its endpoint flush: everything later waits behind it
+  // Ops that have not started, in post order: flushes waiting for
+  // notifications and checked requests, fenced ops waiting for everything
+  // before them, and every op posted behind one of those (start_parked).
+  op_list parked;
+  op_list parked_imms;  // write_with_imm notifications waiting for earlier checked requests
+  rkey_cache rkeys;     // unpacked once per remote region, bounded
   // The peer domain's key table, when it is on this node (post.hpp).
   fabrix::detail::key_table_map peer_keys;
 };
