@@ -237,6 +237,18 @@ inline options parse(int argc, char** argv, bool& help,
   return o;
 }
 
+// Bounds a wait: passed() is true once `seconds` have gone by (it reads the
+// clock every 4096th call only, so busy loops may call it every turn).
+class deadline {
+ public:
+  explicit deadline(int seconds) : end_(std::chrono::steady_clock::now() + std::chrono::seconds(seconds)) {}
+  bool passed() noexcept { return (++spin_ & 4095) == 0 && std::chrono::steady_clock::now() > end_; }
+
+ private:
+  std::chrono::steady_clock::time_point end_;
+  std::uint64_t spin_ = 0;
+};
+
 // The setup and handshake socket to the peer, on 127.0.0.1.
 class channel {
  public:
@@ -283,6 +295,12 @@ class channel {
     if (fd_ >= 0) ::close(fd_);
   }
 
+  // Blocking receives give up after `seconds` (a peer that hangs or died).
+  void set_timeout(int seconds) {
+    timeval tv{seconds, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  }
+
   void send(const void* p, std::size_t n) {
     const auto* b = static_cast<const char*>(p);
     while (n > 0) {
@@ -297,6 +315,7 @@ class channel {
     auto* b = static_cast<char*>(p);
     while (n > 0) {
       const ssize_t k = ::recv(fd_, b, n, 0);
+      if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) fail("setup socket: the peer is silent");
       if (k <= 0) fail("setup socket: the peer is gone (its messages say why)");
       b += k;
       n -= static_cast<std::size_t>(k);
@@ -329,12 +348,11 @@ class channel {
   // that needs this side's progress (UCX over tcp, libfabric shm) keeps going.
   template <class Progress>
   std::uint64_t recv_progressing(Progress&& progress, int timeout_s) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+    deadline until(timeout_s);
     for (std::uint64_t spin = 1;; ++spin) {
       progress();
       if ((spin & 63) == 0 && readable()) break;
-      if ((spin & 4095) == 0 && std::chrono::steady_clock::now() > deadline)
-        fail("no word from the peer for " + std::to_string(timeout_s) + " s");
+      if (until.passed()) fail("no word from the peer for " + std::to_string(timeout_s) + " s");
     }
     std::uint64_t v = 0;
     recv(&v, sizeof v);
@@ -385,9 +403,15 @@ int run_sides(const char* tool, const options& o, Side&& side) {
       return guarded(" (server)", [&] {
         int port = 0;
         const int l = channel::listen_on(o.port, port);
-        return side(channel::accept_on(l, 3600), true);
+        channel ch = channel::accept_on(l, 3600);
+        ch.set_timeout(o.timeout_s);
+        return side(std::move(ch), true);
       });
-    return guarded("", [&] { return side(channel::connect_to(o.port, o.timeout_s), false); });
+    return guarded("", [&] {
+      channel ch = channel::connect_to(o.port, o.timeout_s);
+      ch.set_timeout(o.timeout_s);
+      return side(std::move(ch), false);
+    });
   }
   int fds[2];
   if (::pipe(fds) != 0) return 1;
@@ -401,7 +425,9 @@ int run_sides(const char* tool, const options& o, Side&& side) {
       const int l = channel::listen_on(0, port);
       if (::write(fds[1], &port, sizeof port) != sizeof port) fail("cannot hand the port over");
       ::close(fds[1]);
-      return side(channel::accept_on(l, o.timeout_s), true);
+      channel ch = channel::accept_on(l, o.timeout_s);
+      ch.set_timeout(o.timeout_s);
+      return side(std::move(ch), true);
     });
     std::fflush(stdout);
     std::_Exit(code);
@@ -410,7 +436,13 @@ int run_sides(const char* tool, const options& o, Side&& side) {
   int port = 0;
   const bool got = ::read(fds[0], &port, sizeof port) == sizeof port && port > 0;
   ::close(fds[0]);
-  const int code = got ? guarded("", [&] { return side(channel::connect_to(port, o.timeout_s), false); }) : 1;
+  const int code = got ? guarded("",
+                                 [&] {
+                                   channel ch = channel::connect_to(port, o.timeout_s);
+                                   ch.set_timeout(o.timeout_s);
+                                   return side(std::move(ch), false);
+                                 })
+                       : 1;
   int st = 0;
   if (::waitpid(child, &st, 0) != child) return code ? code : 1;
   const int server_code = WIFEXITED(st) ? WEXITSTATUS(st) : 1;

@@ -36,7 +36,10 @@ namespace {
 class ofi_net {
  public:
   ofi_net(const options& o, const perf::layout& lay)
-      : depth_(static_cast<std::uint32_t>(o.tx_depth)), bytes_(lay.total), scratch_(lay.results) {
+      : depth_(static_cast<std::uint32_t>(o.tx_depth)),
+        bytes_(lay.total),
+        scratch_(lay.results),
+        timeout_s_(o.timeout_s) {
     inject_ = o.inject && !o.delivery_complete;
     dc_ = o.delivery_complete;
     fi_info* hints = fi_allocinfo();
@@ -250,13 +253,15 @@ class ofi_net {
     }
     free_.pop_back();
     bool recv_done = false;
-    while (poll(recv_done) == 0) {
-    }
+    deadline until(timeout_s_);
+    while (poll(recv_done) == 0)
+      if (until.passed()) fail(std::string(what) + " did not complete in " + std::to_string(timeout_s_) + " s");
   }
 
   std::uint32_t depth_;
   std::size_t bytes_;
   std::uint64_t scratch_;  // where flush() reads into
+  int timeout_s_;
   bool inject_ = true, dc_ = false;
   std::size_t inject_size_ = 0;
   fi_info* info_ = nullptr;
