@@ -27,6 +27,7 @@
 #include "../layout.hpp"
 #include "../pattern.hpp"
 #include "../stats.hpp"
+#include "channel.hpp"
 #include "common.hpp"
 
 #include <atomic>
@@ -49,10 +50,10 @@ bw_result bw_run(Net& net, test_kind t, std::uint64_t size, std::uint64_t count,
   const std::uint64_t window = std::max<std::uint64_t>(depth, count / 20);
   std::uint64_t posted = 0, completed = 0;
   bool stop = count == 0, recv_done = false;
+  deadline until(timeout_s);  // looked at only when a poll found nothing
   const std::uint64_t t0 = tc.now();
   std::uint64_t window_start = t0, window_mark = window;
   double peak = 0;
-  deadline until(timeout_s);  // looked at only when a poll found nothing
   while (!stop || completed < posted) {
     while (!stop && posted - completed + list <= depth) {
       const std::uint64_t n = std::min(list, count - posted);
