@@ -478,7 +478,7 @@ def main():
     ap.add_argument("--out", default=None, help="JSON of every pair (default: compare.json beside fabrix-perf)")
     ap.add_argument("--md", default=None, help="markdown report (default: the --out path with .md)")
     ap.add_argument("--sizes", default="8", help="comma-separated message sizes (default 8: every target has a row "
-                    "there; each size adds about 1.5 min per transport on two loaded cores)")
+                    "there: 7 min on two loaded cores; each size adds about 1.5 min per transport)")
     ap.add_argument("--tests", default="write:bw,write:lat,send:lat",
                     help="of " + ",".join(TESTS) + " (default write:bw,write:lat,send:lat)")
     ap.add_argument("--transports", default=",".join(TRANSPORTS),
