@@ -172,14 +172,13 @@ TEST_CASE_TEMPLATE("conformance: fence orders later operations after earlier one
     } else {
       for (std::uint64_t round = 1; round <= 3; ++round) {
         const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-        volatile const std::uint64_t* flag = reinterpret_cast<const std::uint64_t*>(buf.data() + 4 * block);
+        auto* flag = reinterpret_cast<const std::uint64_t*>(buf.data() + 4 * block);
         completion polled[32];
-        while (*flag != round) {
+        while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) != round) {  // the data is read after the flag
           const std::size_t n = env.dom.poll(polled);
           env.backlog.insert(env.backlog.end(), polled, polled + n);
           FX_CHECK(std::chrono::steady_clock::now() < deadline);
         }
-        std::atomic_thread_fence(std::memory_order_acquire);
         FX_CHECK(fxt::first_mismatch(buf.data(), 4 * block, 10 + round) == 4 * block);
         side.set(0, round);
       }
