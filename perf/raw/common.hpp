@@ -222,6 +222,25 @@ inline options parse(int argc, char** argv, bool& help,
   return o;
 }
 
+// A raw tool's command line: parse() with the tool's own options (`extra`),
+// a failure reported with the tool's name, --help printing `own_usage` (the
+// tool's lines, ending in a newline) before the shared ones. Returns the exit
+// status when the tool should stop here (2 bad options, 0 after --help).
+inline std::optional<int> read_command_line(const char* tool, int argc, char** argv, options& o,
+                                            const std::function<int(std::string_view, const char*, options&)>& extra,
+                                            const char* own_usage) {
+  bool help = false;
+  try {
+    o = parse(argc, argv, help, extra);
+  } catch (const failure& f) {
+    std::fprintf(stderr, "%s: %s\n", tool, f.what());
+    return 2;
+  }
+  if (!help) return std::nullopt;
+  std::printf("%s%s", own_usage, common_usage().c_str());
+  return 0;
+}
+
 // JSON string (names and describe() texts: no control characters expected).
 inline std::string quoted(std::string_view s) {
   std::string out = "\"";

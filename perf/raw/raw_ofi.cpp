@@ -307,35 +307,27 @@ int side(channel ch, bool server, const options& o) {
 
 int main(int argc, char** argv) {
   using namespace fabrix::raw;
-  bool help = false;
   options o;
-  try {
-    o = parse(argc, argv, help, [](std::string_view a, const char* v, options& opt) {
-      if (a == "--provider") {
-        if (!v) fail_usage("--provider needs a libfabric provider name");
-        opt.provider = v;
-        return 2;
-      }
-      if (a == "--no-inject") return opt.inject = false, 1;
-      if (a == "--delivery-complete") return opt.delivery_complete = true, 1;
-      return 0;
-    });
-  } catch (const failure& f) {
-    std::fprintf(stderr, "raw_ofi: %s\n", f.what());
-    return 2;
-  }
-  if (help) {
-    std::printf(
-        "usage: raw_ofi --loopback --provider NAME [options]\n"
-        "       raw_ofi --server --provider NAME [options]   then   raw_ofi --provider NAME [options]\n"
-        "fabrix-perf's bandwidth and ping-pong loops written directly on libfabric (FI_EP_RDM),\n"
-        "busy-polling fi_cq_read; server and client meet on 127.0.0.1.\n"
-        "  --provider NAME         libfabric provider: shm, tcp;ofi_rxm, tcp (required)\n"
-        "  --no-inject             latency loops: no fi_inject*, wait for every completion\n"
-        "  --delivery-complete     writes and sends with FI_DELIVERY_COMPLETE (fabrix's semantics)\n%s",
-        common_usage().c_str());
+  const auto own = [](std::string_view a, const char* v, options& opt) {
+    if (a == "--provider") {
+      if (!v) fail_usage("--provider needs a libfabric provider name");
+      opt.provider = v;
+      return 2;
+    }
+    if (a == "--no-inject") return opt.inject = false, 1;
+    if (a == "--delivery-complete") return opt.delivery_complete = true, 1;
     return 0;
-  }
+  };
+  if (auto stop = read_command_line(
+          "raw_ofi", argc, argv, o, own,
+          "usage: raw_ofi --loopback --provider NAME [options]\n"
+          "       raw_ofi --server --provider NAME [options]   then   raw_ofi --provider NAME [options]\n"
+          "fabrix-perf's bandwidth and ping-pong loops written directly on libfabric (FI_EP_RDM),\n"
+          "busy-polling fi_cq_read; server and client meet on 127.0.0.1.\n"
+          "  --provider NAME         libfabric provider: shm, tcp;ofi_rxm, tcp (required)\n"
+          "  --no-inject             latency loops: no fi_inject*, wait for every completion\n"
+          "  --delivery-complete     writes and sends with FI_DELIVERY_COMPLETE (fabrix's semantics)\n"))
+    return *stop;
   if (o.provider.empty()) {
     std::fprintf(stderr, "raw_ofi: --provider NAME is required (shm, tcp;ofi_rxm)\n");
     return 2;

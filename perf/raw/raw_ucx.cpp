@@ -269,36 +269,28 @@ int side(channel ch, bool server, const options& o) {
 
 int main(int argc, char** argv) {
   using namespace fabrix::raw;
-  bool help = false;
   options o;
-  try {
-    o = parse(argc, argv, help, [](std::string_view a, const char* v, options& opt) {
-      if (a == "--transport" || a == "--alloc") {
-        if (!v) fail_usage(std::string(a) + " needs a value");
-        if (a == "--transport")
-          opt.transport = v;
-        else if (std::string_view(v) == "provider" || std::string_view(v) == "user")
-          opt.alloc = v;
-        else
-          fail_usage("--alloc provider|user");
-        return 2;
-      }
-      return 0;
-    });
-  } catch (const failure& f) {
-    std::fprintf(stderr, "raw_ucx: %s\n", f.what());
-    return 2;
-  }
-  if (help) {
-    std::printf(
-        "usage: raw_ucx --loopback [options]\n"
-        "       raw_ucx --server [options]   then   raw_ucx [options]\n"
-        "fabrix-perf's bandwidth and ping-pong loops written directly on UCP, busy-calling\n"
-        "ucp_worker_progress; server and client meet on 127.0.0.1.\n"
-        "  --transport LIST        UCX_TLS for this run (default: the environment's)\n"
-        "  --alloc provider|user   ucp_mem_map ALLOCATE (default, as ucx_perftest) or mmap + ucp_mem_map\n%s",
-        common_usage().c_str());
+  const auto own = [](std::string_view a, const char* v, options& opt) {
+    if (a == "--transport" || a == "--alloc") {
+      if (!v) fail_usage(std::string(a) + " needs a value");
+      if (a == "--transport")
+        opt.transport = v;
+      else if (std::string_view(v) == "provider" || std::string_view(v) == "user")
+        opt.alloc = v;
+      else
+        fail_usage("--alloc provider|user");
+      return 2;
+    }
     return 0;
-  }
+  };
+  if (auto stop = read_command_line(
+          "raw_ucx", argc, argv, o, own,
+          "usage: raw_ucx --loopback [options]\n"
+          "       raw_ucx --server [options]   then   raw_ucx [options]\n"
+          "fabrix-perf's bandwidth and ping-pong loops written directly on UCP, busy-calling\n"
+          "ucp_worker_progress; server and client meet on 127.0.0.1.\n"
+          "  --transport LIST        UCX_TLS for this run (default: the environment's)\n"
+          "  --alloc provider|user   ucp_mem_map ALLOCATE (default, as ucx_perftest) or mmap + ucp_mem_map\n"))
+    return *stop;
   return run_sides("raw_ucx", o, [&](channel ch, bool server) { return side(std::move(ch), server, o); });
 }
