@@ -37,6 +37,8 @@ struct any_endpoint_base {
   virtual status post(std::span<const operation> ops, std::size_t& posted) = 0;
   virtual void set_default_options(op_options defaults) = 0;
   virtual std::uint64_t finished() const noexcept = 0;
+  virtual result<import_ref> import_key(const remote_buffer& rb) = 0;
+  virtual status release_key(import_ref ref) = 0;
 };
 
 struct any_domain_base {
@@ -70,6 +72,8 @@ struct any_endpoint_model final : any_endpoint_base {
   status post(std::span<const operation> ops, std::size_t& posted) override { return impl.post(ops, posted); }
   void set_default_options(op_options defaults) override { impl.set_default_options(defaults); }
   std::uint64_t finished() const noexcept override { return impl.finished(); }
+  result<import_ref> import_key(const remote_buffer& rb) override { return impl.import_key(rb); }
+  status release_key(import_ref ref) override { return impl.release_key(ref); }
   typename P::endpoint_impl impl;
 };
 
@@ -176,6 +180,8 @@ struct any_provider {
     status post(std::span<const operation> ops, std::size_t& posted) { return e_->post(ops, posted); }
     void set_default_options(op_options defaults) { e_->set_default_options(defaults); }
     std::uint64_t finished() const noexcept { return e_->finished(); }
+    result<import_ref> import_key(const remote_buffer& rb) { return e_->import_key(rb); }
+    status release_key(import_ref ref) { return e_->release_key(ref); }
 
    private:
     std::unique_ptr<detail::any_endpoint_base> e_;

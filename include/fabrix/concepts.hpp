@@ -27,6 +27,15 @@
 //     set_default_options(op_options)   the queue pair's defaults, for options_of
 //     finished() const -> uint64_t      unsignaled operations finished so far
 //       (ok or failed); all posted before a flush, once that flush completes
+//     import_key(const remote_buffer&) -> result<import_ref>
+//       checks once what an operation on a remote_buffer would (made by this
+//       endpoint's peer, seal verifies; invalid_argument otherwise), resolves
+//       the provider's key and keeps it in an import table
+//       (detail/import_table.hpp); operations then name it by
+//       remote_slice::key, whose ref the provider looks up per operation
+//       (the core has checked importer, range and rights)
+//     release_key(import_ref) -> status  ok, or invalid_argument when the ref
+//       names no live entry; operations posted before it still complete
 //   P::region_impl                    a registration
 //     remote() -> const remote_buffer&, descriptor() -> void*
 //
@@ -40,6 +49,7 @@
 #include <fabrix/memory.hpp>
 #include <fabrix/operation.hpp>
 #include <fabrix/remote_buffer.hpp>
+#include <fabrix/remote_key.hpp>
 #include <fabrix/result.hpp>
 
 #include <chrono>
@@ -69,7 +79,8 @@ concept provider =
              const typename P::region_impl& r, std::span<completion> out, std::span<const operation> ops,
              std::size_t& posted, void* addr, std::size_t len, memory_location loc, access rights,
              std::span<const std::byte> peer, std::uint32_t peer_id, const domain_options& opts,
-             std::chrono::milliseconds timeout, op_options defaults, const typename P::endpoint_impl& ce) {
+             std::chrono::milliseconds timeout, op_options defaults, const typename P::endpoint_impl& ce,
+             const remote_buffer& rb, import_ref ref) {
       { P::domain_impl::create(opts) } -> std::same_as<result<typename P::domain_impl>>;
       { d.register_memory(addr, len, loc, rights) } -> std::same_as<result<typename P::region_impl>>;
       { d.poll(out) } -> std::same_as<std::size_t>;
@@ -83,6 +94,8 @@ concept provider =
       { e.post(ops, posted) } -> std::same_as<status>;
       { e.set_default_options(defaults) } -> std::same_as<void>;
       { ce.finished() } -> std::same_as<std::uint64_t>;
+      { e.import_key(rb) } -> std::same_as<result<import_ref>>;
+      { e.release_key(ref) } -> std::same_as<status>;
       { r.remote() } -> std::same_as<const remote_buffer&>;
       { r.descriptor() } -> std::same_as<void*>;
     };

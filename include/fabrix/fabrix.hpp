@@ -18,6 +18,7 @@
 #include <fabrix/operation.hpp>
 #include <fabrix/queue_pair.hpp>
 #include <fabrix/remote_buffer.hpp>
+#include <fabrix/remote_key.hpp>
 #include <fabrix/result.hpp>
 #include <fabrix/status.hpp>
 #include <fabrix/task.hpp>

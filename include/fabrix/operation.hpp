@@ -7,6 +7,7 @@
 #include <fabrix/completion.hpp>
 #include <fabrix/local_slice.hpp>
 #include <fabrix/remote_buffer.hpp>
+#include <fabrix/remote_key.hpp>
 
 #include <cstdint>
 #include <span>

@@ -32,6 +32,7 @@
 #include <fabrix/detail/validate.hpp>
 #include <fabrix/operation.hpp>
 
+#include <atomic>
 #include <coroutine>
 #include <cstdint>
 #include <memory>
@@ -50,6 +51,14 @@ struct post_result {
 
 template <provider P>
 class queue_pair;
+
+namespace detail {
+// Ids for queue_pair::import_id: process-wide, never 0, never reused.
+inline std::uint64_t next_import_id() noexcept {
+  static std::atomic<std::uint64_t> next{0};
+  return next.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+}  // namespace detail
 
 // co_await-able form of one operation. Posting happens in await_suspend; a
 // refused post resumes at once with the refusal as the completion's status.
@@ -88,7 +97,8 @@ class queue_pair {
         id_(core_->impl.provider()),
         owner_(core_->impl.owner()),
         caps_(core_->impl.runtime_caps()),
-        peer_id_(peer_id) {}
+        peer_id_(peer_id),
+        import_id_(detail::next_import_id()) {}
 
   // What completions that arrive on this queue pair carry in completion::peer.
   std::uint32_t peer_id() const noexcept { return peer_id_; }
@@ -155,6 +165,40 @@ class queue_pair {
   // not) since it was made; see the header comment for when they count.
   std::uint64_t finished() const noexcept { return impl_.finished(); }
 
+  // --- imported remote keys (remote_key.hpp) ---------------------------------
+  // Checks `rb` once (this provider's, made by this queue pair's peer, seal
+  // intact) and resolves the provider's key; operations on slices of the
+  // returned key cost a bounds and rights check. Errors: invalid_argument
+  // (another provider's or peer's buffer, a broken seal, a closed queue
+  // pair), no_memory (import_table::capacity keys are imported).
+  result<remote_key> import(const remote_buffer& rb) {
+    if (!core_ || !core_->open) return unexpected(status::invalid_argument, "import: the queue pair is closed");
+    if (rb.provider != id_)
+      return unexpected(status::invalid_argument, "import: the remote_buffer is another provider's");
+    auto ref = impl_.import_key(rb);
+    if (!ref) return unexpected(std::move(ref).error());
+    remote_key k;
+    k.provider = rb.provider;
+    k.rights = rb.rights;
+    k.location = rb.location;
+    k.address = rb.address;
+    k.length = rb.length;
+    k.importer = import_id_;
+    k.ref = *ref;
+    return k;
+  }
+  // Ends `key` on this queue pair: later operations with it are
+  // invalid_argument; those already posted complete as usual. Returns
+  // invalid_argument for a key this queue pair did not import or already
+  // released.
+  status release(const remote_key& key) {
+    if (!core_ || !core_->open || key.importer != import_id_) return status::invalid_argument;
+    return impl_.release_key(key.ref);
+  }
+  // What remote_keys imported here carry in remote_key::importer: unique in
+  // this process.
+  std::uint64_t import_id() const noexcept { return import_id_; }
+
   // --- awaitable forms -----------------------------------------------------
   op_awaitable<P> write(const local_slice& src, remote_slice dst) { return {*this, op::write(src, dst, 0)}; }
   op_awaitable<P> read(const local_slice& dst, remote_slice src) { return {*this, op::read(dst, src, 0)}; }
@@ -178,7 +222,7 @@ class queue_pair {
   post_result post(std::span<const operation> ops) {
     if (!core_ || !core_->open) return {status::invalid_argument, 0};
     for (std::size_t i = 0; i < ops.size(); ++i) {
-      if (status s = detail::validate(ops[i], id_, owner_, caps_); s != status::ok) return {s, i};
+      if (status s = detail::validate(ops[i], id_, owner_, import_id_, caps_); s != status::ok) return {s, i};
     }
     std::size_t posted = 0;
     if (fence_next_) {  // recvs before the fenced operation go as they are
@@ -197,7 +241,7 @@ class queue_pair {
   }
   status post(const operation& o) {
     if (!core_ || !core_->open) return status::invalid_argument;  // moved from, or its domain destroyed
-    if (status s = detail::validate(o, id_, owner_, caps_); s != status::ok) return s;
+    if (status s = detail::validate(o, id_, owner_, import_id_, caps_); s != status::ok) return s;
     if (fence_next_ && o.code != opcode::recv) return post_fenced(o);
     std::size_t posted = 0;
     return impl_.post(std::span<const operation>(&o, 1), posted);
@@ -224,6 +268,7 @@ class queue_pair {
   std::uint64_t owner_;  // the domain's id: local slices must carry it
   capabilities caps_;
   std::uint32_t peer_id_;
+  std::uint64_t import_id_;
   op_options defaults_ = op_options::none;
   bool fence_next_ = false;
 };

@@ -43,14 +43,18 @@
 namespace fabrix {
 
 class remote_buffer;
+class remote_key;
 
-// A byte range inside a peer's registration. Refers to its remote_buffer,
-// which must stay alive until the operation using the slice has been posted
-// (not until it completes). The range is checked when the operation is posted.
+// A byte range inside a peer's registration. Refers to its remote_buffer
+// (`buffer`) or to the remote_key it was imported as (`key`, remote_key.hpp;
+// then `buffer` is null), which must stay alive until the operation using the
+// slice has been posted (not until it completes). The range is checked when
+// the operation is posted.
 struct remote_slice {
   const remote_buffer* buffer = nullptr;
   std::uint64_t offset = 0;
   std::uint64_t length = 0;
+  const remote_key* key = nullptr;
 };
 
 class remote_buffer {

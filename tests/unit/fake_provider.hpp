@@ -7,6 +7,7 @@
 #pragma once
 
 #include <fabrix/detail/completion_ring.hpp>
+#include <fabrix/detail/import_table.hpp>
 #include <fabrix/fabrix.hpp>
 
 #include <chrono>
@@ -41,19 +42,41 @@ class endpoint_impl {
  public:
   endpoint_impl(domain_state* self, domain_state* peer) : self_(self), peer_(peer) {}
   fabrix::status post(std::span<const fabrix::operation> ops, std::size_t& posted) {
-    for (posted = 0; posted < ops.size(); ++posted) run(ops[posted]);
+    for (posted = 0; posted < ops.size(); ++posted) {
+      const auto& o = ops[posted];
+      std::byte* remote = nullptr;
+      if (o.remote.key) {
+        const std::uint64_t* base = imports_.find(o.remote.key->ref);
+        if (base == nullptr) return fabrix::status::invalid_argument;  // released or stale
+        remote = reinterpret_cast<std::byte*>(*base + o.remote.offset);
+      } else if (o.remote.buffer) {
+        remote = reinterpret_cast<std::byte*>(o.remote.buffer->address + o.remote.offset);
+      }
+      run(o, remote);
+    }
     return fabrix::status::ok;
   }
   void set_default_options(fabrix::op_options d) { defaults_ = d; }
   std::uint64_t finished() const noexcept { return finished_; }
+  // Imports check the owner only (the fake has no seals).
+  fabrix::result<fabrix::import_ref> import_key(const fabrix::remote_buffer& rb) {
+    if (rb.owner != peer_->owner) return fabrix::unexpected(fabrix::status::invalid_argument, "not the peer's", "fake");
+    auto ref = imports_.add(rb.address);
+    if (!ref) return fabrix::unexpected(fabrix::status::no_memory, "import table full", "fake");
+    return *ref;
+  }
+  fabrix::status release_key(fabrix::import_ref ref) {
+    return imports_.release(ref) ? fabrix::status::ok : fabrix::status::invalid_argument;
+  }
+  std::size_t imported() const noexcept { return imports_.size(); }
   // The options the last operation was run with (options_of), for tests.
   fabrix::op_options last_options() const noexcept { return last_options_; }
 
  private:
-  void run(const fabrix::operation& o) {
+  void run(const fabrix::operation& o, std::byte* remote) {
     last_options_ = fabrix::detail::options_of(o, defaults_);
     fabrix::completion c{.token = o.token, .bytes = 0, .op = o.code, .flags = o.flags, .imm = o.imm};
-    auto* remote = o.remote.buffer ? reinterpret_cast<std::byte*>(o.remote.buffer->address + o.remote.offset) : nullptr;
+    std::byte* const target = remote;
     for (const auto& l : o.locals()) {
       if (o.code == fabrix::opcode::write || o.code == fabrix::opcode::write_with_imm)
         std::memcpy(remote, l.address, l.length);
@@ -63,9 +86,9 @@ class endpoint_impl {
     }
     if (o.code == fabrix::opcode::fetch_add || o.code == fabrix::opcode::compare_swap) {
       std::uint64_t old;
-      std::memcpy(&old, reinterpret_cast<void*>(o.remote.buffer->address + o.remote.offset), 8);
+      std::memcpy(&old, target, 8);
       std::uint64_t next = o.code == fabrix::opcode::fetch_add ? old + o.operand : (old == o.compare ? o.operand : old);
-      std::memcpy(reinterpret_cast<void*>(o.remote.buffer->address + o.remote.offset), &next, 8);
+      std::memcpy(target, &next, 8);
       std::memcpy(o.locals()[0].address, &old, 8);
     }
     if (has(last_options_, fabrix::op_options::unsignaled))
@@ -80,6 +103,7 @@ class endpoint_impl {
   fabrix::op_options defaults_ = fabrix::op_options::none;
   fabrix::op_options last_options_ = fabrix::op_options::none;
   std::uint64_t finished_ = 0;
+  fabrix::detail::import_table<std::uint64_t> imports_;  // the region's address
 };
 
 class domain_impl {

@@ -4,6 +4,7 @@
 
 #include <fabrix/capabilities.hpp>
 #include <fabrix/operation.hpp>
+#include <fabrix/remote_key.hpp>
 
 #include <cstdint>
 
@@ -69,14 +70,40 @@ inline status check_options(const operation& o) noexcept {
   return status::ok;
 }
 
+// The remote side of a one-sided operation: a remote_key the queue pair
+// `importer` imported (checked once at import: only the range and rights
+// here), or a remote_buffer (its seal and key are the provider's to check).
+// Sets `base` to the peer's address of the region's byte 0.
+inline status check_remote(const operation& o, provider_id self, std::uint64_t importer, std::uint64_t& base) noexcept {
+  std::uint64_t length = 0;
+  access rights = access::local;
+  if (const remote_key* k = o.remote.key) {
+    if (o.remote.buffer != nullptr || k->importer != importer || k->provider != self) return status::invalid_argument;
+    base = k->address;
+    length = k->length;
+    rights = k->rights;
+  } else {
+    const remote_buffer* rb = o.remote.buffer;
+    if (rb == nullptr || rb->provider != self) return status::invalid_argument;
+    base = rb->address;
+    length = rb->length;
+    rights = rb->rights;
+  }
+  if (!fits(o.remote.offset, o.remote.length, length)) return status::out_of_range;
+  if (!allows(rights, rights_needed(o.code))) return status::access_denied;
+  return status::ok;
+}
+
 // Checks one operation against the provider `self`, the domain `owner` of
-// the queue pair (whose regions alone may supply local slices) and the
+// the queue pair (whose regions alone may supply local slices), the queue
+// pair's `importer` id (whose remote_keys alone it takes) and the
 // provider's capabilities.
 // Returns ok, or the error the caller sees: unsupported, invalid_argument
-// (foreign provider or domain, bad sizes, unaligned atomics, options the
-// operation cannot take), out_of_range (a slice
+// (foreign provider, domain or queue pair, bad sizes, unaligned atomics,
+// options the operation cannot take), out_of_range (a slice
 // outside its region), access_denied (rights the remote region lacks).
-inline status validate(const operation& o, provider_id self, std::uint64_t owner, const capabilities& caps) noexcept {
+inline status validate(const operation& o, provider_id self, std::uint64_t owner, std::uint64_t importer,
+                       const capabilities& caps) noexcept {
   if (status s = check_caps(o.code, caps); s != status::ok) return s;
   if (status s = check_options(o); s != status::ok) return s;
   if (o.code == opcode::flush) return status::ok;
@@ -89,13 +116,11 @@ inline status validate(const operation& o, provider_id self, std::uint64_t owner
   }
   if (!uses_remote(o.code)) return status::ok;
 
-  const remote_buffer* rb = o.remote.buffer;
-  if (rb == nullptr || rb->provider != self) return status::invalid_argument;
-  if (!fits(o.remote.offset, o.remote.length, rb->length)) return status::out_of_range;
-  if (!allows(rb->rights, rights_needed(o.code))) return status::access_denied;
+  std::uint64_t base = 0;
+  if (status s = check_remote(o, self, importer, base); s != status::ok) return s;
 
   if (o.code == opcode::fetch_add || o.code == opcode::compare_swap) {
-    const std::uint64_t raddr = rb->address + o.remote.offset;
+    const std::uint64_t raddr = base + o.remote.offset;
     const auto laddr = reinterpret_cast<std::uintptr_t>(locals[0].address);
     if (locals.size() != 1 || locals[0].length != 8 || o.remote.length != 8) return status::invalid_argument;
     if (raddr % 8 != 0 || laddr % 8 != 0) return status::invalid_argument;
