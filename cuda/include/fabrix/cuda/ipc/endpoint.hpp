@@ -42,6 +42,21 @@ class endpoint_impl {
   void set_default_options(op_options defaults) { p_->defaults = defaults; }
   std::uint64_t finished() const noexcept { return p_ ? p_->finished : 0; }
 
+  // An imported key is the region's mapped address, resolved once (resolve:
+  // owner, seal, handle; the mapping lives as long as the endpoint).
+  result<import_ref> import_key(const remote_buffer& rb) {
+    device_guard on(p_->dom->device);
+    status why = status::ok;
+    std::byte* base = detail::resolve(*p_, rb, why);
+    if (base == nullptr)
+      return unexpected(why, "import: not made by this peer, not device memory, or its seal or key is broken",
+                        "cuda_ipc");
+    auto ref = p_->imports.add(base);
+    if (!ref) return unexpected(status::no_memory, "import: too many imported keys on this queue pair", "cuda_ipc");
+    return *ref;
+  }
+  status release_key(import_ref ref) { return p_->imports.release(ref) ? status::ok : status::invalid_argument; }
+
   bool failed() const noexcept { return p_ && p_->failed; }
   cudaStream_t stream() const noexcept { return p_ ? p_->stream : nullptr; }
 

@@ -99,9 +99,15 @@ inline status post_one(peer_state& p, const operation& o) {
 
   std::byte* remote = nullptr;
   if (fabrix::detail::uses_remote(o.code)) {
-    status why = status::ok;
-    remote = resolve(p, *o.remote.buffer, why);
-    if (remote == nullptr) return why;
+    if (o.remote.key != nullptr) {  // imported: one index, no search
+      std::byte** base = p.imports.find(o.remote.key->ref);
+      if (base == nullptr) return status::invalid_argument;
+      remote = *base;
+    } else {
+      status why = status::ok;
+      remote = resolve(p, *o.remote.buffer, why);
+      if (remote == nullptr) return why;
+    }
     remote += o.remote.offset;
   }
   // Receives have their own pool (max_posted_recvs): waiting ones never

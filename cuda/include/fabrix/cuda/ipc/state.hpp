@@ -9,6 +9,7 @@
 #include <fabrix/cuda/ipc/socket.hpp>
 #include <fabrix/cuda/ipc/wire.hpp>
 #include <fabrix/detail/completion_ring.hpp>
+#include <fabrix/detail/import_table.hpp>
 #include <fabrix/detail/siphash.hpp>
 #include <fabrix/detail/slot_pool.hpp>
 #include <fabrix/local_slice.hpp>
@@ -181,6 +182,7 @@ struct peer_state {
   bool failed = false;
   std::string failure;
   std::vector<resolved_region> regions;
+  fabrix::detail::import_table<std::byte*> imports;  // imported keys: the regions' mapped bytes
 };
 
 }  // namespace fabrix::cuda::ipc::detail

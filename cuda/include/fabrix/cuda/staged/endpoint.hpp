@@ -73,6 +73,9 @@ class staged_endpoint {
   // these defaults; staged ones are always signaled (start()).
   void set_default_options(op_options defaults) { inner_->set_default_options(defaults); }
   std::uint64_t finished() const noexcept { return inner_->finished(); }
+  // Keys are the inner endpoint's: staged chunks reach the same table.
+  result<import_ref> import_key(const remote_buffer& rb) { return inner_->import_key(rb); }
+  status release_key(import_ref ref) { return inner_->release_key(ref); }
 
   typename P::endpoint_impl& inner() noexcept { return *inner_; }
 

@@ -81,6 +81,15 @@ class lane {
     peer_id_ = peer_id;
     op_ = o;
     op_.gather = {};
+    // Chunks are posted after start() returns, when the caller's
+    // remote_buffer or remote_key may be gone: the lane keeps its own copy.
+    if (o.remote.key != nullptr) {
+      remote_key_ = *o.remote.key;
+      op_.remote.key = &remote_key_;
+    } else if (o.remote.buffer != nullptr) {
+      remote_buffer_ = *o.remote.buffer;
+      op_.remote.buffer = &remote_buffer_;
+    }
     ep_ = ep;
     gen_ = gen;
     device_ = o.local.address;
@@ -243,7 +252,7 @@ class lane {
       const staging_chunk& ch = pending_[sent];
       operation in{.code = op_.code};
       in.local = slot_slice(ch.bounce, ch.length);
-      in.remote = remote_slice{op_.remote.buffer, op_.remote.offset + ch.offset, ch.length};
+      in.remote = remote_slice{op_.remote.buffer, op_.remote.offset + ch.offset, ch.length, op_.remote.key};
       in.token = make_token(gen_, index_, ch.slot);
       in.flags = flag_staging;
       in.operand = op_.operand;
@@ -268,6 +277,8 @@ class lane {
 
   bool busy_ = false;
   operation op_{};
+  remote_buffer remote_buffer_{};  // op_'s target, when it names a remote_buffer
+  remote_key remote_key_{};        // op_'s target, when it names an imported key
   typename P::endpoint_impl* ep_ = nullptr;
   std::uint64_t gen_ = 0;
   std::byte* device_ = nullptr;

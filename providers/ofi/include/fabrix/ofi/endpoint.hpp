@@ -48,6 +48,18 @@ class endpoint_impl {
   void set_default_options(op_options defaults) { p_->defaults = defaults; }
   std::uint64_t finished() const noexcept { return p_ ? p_->finished : 0; }
 
+  // An imported key is verified and decoded once (key_for); operations
+  // then find it by index.
+  result<import_ref> import_key(const remote_buffer& rb) {
+    const detail::remote_key* key = detail::key_for(*p_, rb);
+    if (key == nullptr)
+      return unexpected(status::invalid_argument, "import: not made by this peer, or its seal or key is broken", "ofi");
+    auto ref = p_->imports.add(detail::imported_region{*key, rb.address, rb.epoch});
+    if (!ref) return unexpected(status::no_memory, "import: too many imported keys on this queue pair", "ofi");
+    return *ref;
+  }
+  status release_key(import_ref ref) { return p_->imports.release(ref) ? status::ok : status::invalid_argument; }
+
   bool failed() const noexcept { return p_ && p_->failed; }
 
   // For tests and diagnostics only: posts a write of `src` to the peer's raw
@@ -60,7 +72,7 @@ class endpoint_impl {
     detail::op_slot* op = detail::take_slot(d, false);
     if (op == nullptr) return status::again;
     const operation o = op::write(src, remote_slice{}, token);
-    detail::fill_slot(d, *p_, op, o, nullptr);
+    detail::fill_slot(d, *p_, op, o, detail::target{});
     op->raddr = target;
     op->rkey = key;
     return detail::post_slot(*p_, op);

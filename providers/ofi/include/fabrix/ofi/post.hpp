@@ -96,9 +96,27 @@ inline void hold_stale(domain_state& d, op_slot* op) {
   d.stale.push_back(op);
 }
 
+// The region an operation targets: its imported key's (one index), or the
+// verified region of its remote_buffer. False when refused.
+struct target {
+  const remote_key* key = nullptr;
+  std::uint64_t base = 0;
+  std::uint64_t epoch = 0;
+};
+inline bool target_of(peer_state& p, const remote_slice& r, target& t) {
+  if (r.key != nullptr) {
+    const imported_region* e = p.imports.find(r.key->ref);
+    if (e == nullptr) return false;
+    t = {&e->key, e->base, e->epoch};
+    return true;
+  }
+  t = {key_for(p, *r.buffer), r.buffer->address, r.buffer->epoch};
+  return t.key != nullptr;
+}
+
 // Fills a slot from `o`, whose effective options (detail::options_of) are
-// `opts`. `key` is null for operations without a remote side.
-inline void fill_slot(domain_state& d, peer_state& p, op_slot* op, const operation& o, const remote_key* key,
+// `opts`. `t.key` is null for operations without a remote side.
+inline void fill_slot(domain_state& d, peer_state& p, op_slot* op, const operation& o, const target& t,
                       op_options opts = op_options::none) {
   op->peer = &p;
   op->unsignaled = has(opts, op_options::unsignaled);
@@ -117,9 +135,9 @@ inline void fill_slot(domain_state& d, peer_state& p, op_slot* op, const operati
       ++op->iov_count;
     }
   }
-  if (key) {
-    op->raddr = key->target(o.remote.buffer->address, o.remote.offset);
-    op->rkey = key->key;
+  if (t.key) {
+    op->raddr = t.key->target(t.base, o.remote.offset);
+    op->rkey = t.key->key;
   }
   const std::size_t i = d.index_of(op);
   if (o.code == opcode::fetch_add) d.operands[operand_words * i] = o.operand;
@@ -156,17 +174,14 @@ inline status post_one(peer_state& p, const operation& o) {
   domain_state& d = *p.dom;
   if (p.failed) return status::peer_unreachable;
   if (o.locals().size() > d.iov_limit && o.code != opcode::flush) return status::invalid_argument;
-  const remote_key* key = nullptr;
-  if (fabrix::detail::uses_remote(o.code)) {
-    key = key_for(p, *o.remote.buffer);
-    if (key == nullptr) return status::invalid_argument;
-  }
+  target t;
+  if (fabrix::detail::uses_remote(o.code) && !target_of(p, o.remote, t)) return status::invalid_argument;
   op_slot* op = take_slot(d, o.code == opcode::recv);
   if (op == nullptr) return status::again;
-  fill_slot(d, p, op, o, key, fabrix::detail::options_of(o, p.defaults));
+  fill_slot(d, p, op, o, t, fabrix::detail::options_of(o, p.defaults));
   // The target deregistered the region (its key table says so, detail/key_table.hpp):
   // nothing goes to libfabric, which would drop (shm) or disconnect (tcp).
-  if (key && key_is_stale(p, *key, o.remote.buffer->epoch)) {
+  if (t.key && key_is_stale(p, *t.key, t.epoch)) {
     hold_stale(d, op);
     return status::ok;
   }

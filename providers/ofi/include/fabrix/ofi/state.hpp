@@ -6,6 +6,7 @@
 
 #include <fabrix/completion.hpp>
 #include <fabrix/detail/completion_ring.hpp>
+#include <fabrix/detail/import_table.hpp>
 #include <fabrix/detail/key_table.hpp>
 #include <fabrix/detail/process_identity.hpp>
 #include <fabrix/detail/siphash.hpp>
@@ -252,6 +253,13 @@ struct verified_region {
   remote_key key;
 };
 
+// An imported key (queue_pair::import): what operations need of its region.
+struct imported_region {
+  remote_key key;
+  std::uint64_t base = 0;   // remote_buffer::address
+  std::uint64_t epoch = 0;  // remote_buffer::epoch (key_is_stale)
+};
+
 struct peer_state {
   domain_state* dom = nullptr;
   op_options defaults = op_options::none;  // the queue pair's (detail::options_of)
@@ -270,7 +278,8 @@ struct peer_state {
   op_list parked;
   bool busy = false;                     // in dom->busy
   std::vector<verified_region> regions;  // verified once per remote region
-  key_table_map peer_keys;               // the peer's key table, when it is on this node
+  fabrix::detail::import_table<imported_region> imports;
+  key_table_map peer_keys;  // the peer's key table, when it is on this node
 };
 
 // Parks `op` in its peer's queue (at the back, or at the front for one

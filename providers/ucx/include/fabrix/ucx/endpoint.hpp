@@ -45,6 +45,24 @@ class endpoint_impl {
   // would have been pushed (deliver), a direct op inside post(). Only grows.
   std::uint64_t finished() const noexcept { return p_ ? p_->finished : 0; }
 
+  // An imported key is the cache entry rkey_for makes (seal checked, rkey
+  // unpacked once), held so that the cache never evicts it.
+  result<import_ref> import_key(const remote_buffer& rb) {
+    detail::rkey_cache::entry* e = detail::rkey_for(*p_, rb);
+    if (e == nullptr)
+      return unexpected(status::invalid_argument, "import: not made by this peer, or its seal or key is broken", "ucx");
+    auto ref = p_->imports.add(e);
+    if (!ref) return unexpected(status::no_memory, "import: too many imported keys on this queue pair", "ucx");
+    detail::rkey_cache::hold(e);
+    return *ref;
+  }
+  status release_key(import_ref ref) {
+    auto e = p_->imports.release(ref);
+    if (!e) return status::invalid_argument;
+    detail::rkey_cache::release(*e);
+    return status::ok;
+  }
+
   bool failed() const noexcept { return p_ && p_->failed; }
 
  private:

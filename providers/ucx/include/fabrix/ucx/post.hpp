@@ -62,6 +62,16 @@ inline rkey_cache::entry* rkey_for(peer_state& p, const remote_buffer& rb) {
   return e;
 }
 
+// The rkey entry an operation targets: its imported key's (one index, no
+// search), or the cache's for its remote_buffer. nullptr when refused.
+inline rkey_cache::entry* target_of(peer_state& p, const remote_slice& r) {
+  if (r.key != nullptr) {
+    rkey_cache::entry** e = p.imports.find(r.key->ref);
+    return e ? *e : nullptr;
+  }
+  return rkey_for(p, *r.buffer);
+}
+
 inline void* slice_address(const local_slice& l) noexcept { return l.address; }
 inline void* slice_address(const ucp_dt_iov_t& l) noexcept { return l.buffer; }
 
@@ -250,12 +260,12 @@ inline status post_one(peer_state& p, const operation& o) {
   rkey_cache::entry* held = nullptr;
   std::uint64_t raddr = 0;
   if (fabrix::detail::uses_remote(o.code)) {
-    held = rkey_for(p, *o.remote.buffer);
+    held = target_of(p, o.remote);
     if (held == nullptr) return status::invalid_argument;
-    raddr = o.remote.buffer->address + o.remote.offset;
+    raddr = held->verified.address + o.remote.offset;
     // Fast path: an unsignaled direct op needs no slot: done and counted now.
     if (held->mapped && has(opts, op_options::unsignaled) && o.code != opcode::write_with_imm && in_order &&
-        !(fenced && fence_must_wait(p)) && direct_refusal(p, o.remote.buffer->epoch) == status::ok) {
+        !(fenced && fence_must_wait(p)) && direct_refusal(p, held->verified.epoch) == status::ok) {
       direct_copy(o.code, held->mapped + o.remote.offset, o.locals(), o.locals()[0].address, o.operand, o.compare);
       ++p.finished;
       return status::ok;
@@ -284,7 +294,7 @@ inline status post_one(peer_state& p, const operation& o) {
   if (held != nullptr) {
     op->roffset = o.remote.offset;
     op->rlength = o.remote.length;
-    op->repoch = o.remote.buffer->epoch;
+    op->repoch = held->verified.epoch;
   }
   op->operand = o.operand;
   op->compare = o.compare;

@@ -5,6 +5,7 @@
 
 #include <fabrix/completion.hpp>
 #include <fabrix/detail/completion_ring.hpp>
+#include <fabrix/detail/import_table.hpp>
 #include <fabrix/detail/key_table.hpp>
 #include <fabrix/detail/siphash.hpp>
 #include <fabrix/detail/slot_pool.hpp>
@@ -326,6 +327,9 @@ struct peer_state {
   op_list parked;
   op_list parked_imms;  // write_with_imm notifications waiting for earlier checked requests
   rkey_cache rkeys;     // unpacked once per remote region, bounded
+  // Imported keys (queue_pair::import): entries of `rkeys`, each held until
+  // released (so never evicted); destroyed with the cache.
+  fabrix::detail::import_table<rkey_cache::entry*> imports;
   // The peer domain's key table, when it is on this node (post.hpp).
   fabrix::detail::key_table_map peer_keys;
 };

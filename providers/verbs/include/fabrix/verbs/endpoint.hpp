@@ -50,6 +50,18 @@ class endpoint_impl {
   void set_default_options(op_options defaults) { p_->defaults = defaults; }
   std::uint64_t finished() const noexcept { return p_ ? p_->finished : 0; }
 
+  // An imported key is checked once (rkey_for: owner, seal, key size).
+  result<import_ref> import_key(const remote_buffer& rb) {
+    std::uint32_t rkey = 0;
+    if (!detail::rkey_for(*p_, rb, rkey))
+      return unexpected(status::invalid_argument, "import: not made by this peer, or its seal or key is broken",
+                        "verbs");
+    auto ref = p_->imports.add({rb.address, rkey});
+    if (!ref) return unexpected(status::no_memory, "import: too many imported keys on this queue pair", "verbs");
+    return *ref;
+  }
+  status release_key(import_ref ref) { return p_->imports.release(ref) ? status::ok : status::invalid_argument; }
+
   bool failed() const noexcept { return p_ && p_->failed; }
   // Why the queue pair failed (empty while it works).
   std::string failure() const { return p_ ? p_->failure_text : std::string("moved-from endpoint"); }

@@ -99,8 +99,15 @@ inline status build(peer_state& p, const operation& o, ibv_send_wr& wr, ibv_sge*
   std::uint32_t rkey = 0;
   std::uint64_t raddr = 0;
   if (fabrix::detail::uses_remote(o.code)) {
-    if (!rkey_for(p, *o.remote.buffer, rkey)) return status::invalid_argument;
-    raddr = o.remote.buffer->address + o.remote.offset;
+    if (o.remote.key != nullptr) {  // imported: one index, no search
+      const auto* e = p.imports.find(o.remote.key->ref);
+      if (e == nullptr) return status::invalid_argument;
+      rkey = e->rkey;
+      raddr = e->base + o.remote.offset;
+    } else {
+      if (!rkey_for(p, *o.remote.buffer, rkey)) return status::invalid_argument;
+      raddr = o.remote.buffer->address + o.remote.offset;
+    }
   }
   for (const local_slice& l : o.locals())
     if (l.length > 0xffffffffu) return status::invalid_argument;  // one SGE holds at most 4 GiB - 1

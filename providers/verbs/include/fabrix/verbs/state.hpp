@@ -6,6 +6,7 @@
 
 #include <fabrix/completion.hpp>
 #include <fabrix/detail/completion_ring.hpp>
+#include <fabrix/detail/import_table.hpp>
 #include <fabrix/detail/siphash.hpp>
 #include <fabrix/operation.hpp>
 #include <fabrix/remote_buffer.hpp>
@@ -117,6 +118,12 @@ struct peer_state {
   std::vector<remote_buffer> verified;
   std::vector<std::uint32_t> rkeys;
   std::size_t last_hit = 0;
+  // Imported keys (queue_pair::import): the region's address and rkey.
+  struct imported_region {
+    std::uint64_t base = 0;
+    std::uint32_t rkey = 0;
+  };
+  fabrix::detail::import_table<imported_region> imports;
 
   explicit peer_state(std::uint32_t sq_depth) : ring(sq_depth) {}
 };
