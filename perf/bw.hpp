@@ -130,7 +130,10 @@ class bw_initiator {
       set_slot(ops_[i], pop_slot());
       if (unsignaled_) ops_[i].options = i + 1 < n ? op_options::unsignaled : op_options::none;
     }
-    auto& qp = st_.test == test_kind::send ? s_.qps[0] : s_.qp(batch);
+    const std::uint64_t q = st_.test == test_kind::send ? 0 : batch;
+    if (s_.qps.size() > 1)
+      for (std::uint64_t i = 0; i < n; ++i) s_.retarget(ops_[i], q);
+    auto& qp = s_.qp(q);
     const post_result r = qp.post(std::span<const operation>(ops_.data(), n));
     if (r.status != status::ok && r.status != status::again)
       fail(std::string("posting ") + std::string(to_string(st_.test)) + ": " + std::string(to_string(r.status)));

@@ -39,6 +39,7 @@ def dispatch_static(perf, provider):
 def main():
     perf = sys.argv[1]
     expect([perf, "--dispatch", "dynamic"], 2, "bad dispatch")
+    expect([perf, "--remote-keys", "lookup"], 2, "bad remote keys")
     providers = subprocess.run([perf, "--list-providers"], capture_output=True, text=True).stdout.split()
     for provider in providers:
         dispatch_static(perf, provider)

@@ -75,6 +75,11 @@ def check_choices(perf, doc, stdout, extra):
     if doc.get("allocated_by") != want_alloc or phrase not in doc.get("memory", "") or phrase not in stdout:
         problems.append(f"memory: allocated_by {doc.get('allocated_by')!r}, memory {doc.get('memory')!r}; "
                         f"expected {want_alloc!r} ({phrase})")
+    keys = value(extra, "--remote-keys", "import")
+    line = "remote keys  : imported once per queue pair" if keys == "import" else \
+        "remote keys  : remote_buffer per operation"
+    if doc.get("remote_keys") != keys or line not in stdout:
+        problems.append(f"remote keys: {doc.get('remote_keys')!r}, expected {keys!r} and the header line {line!r}")
     if problems:
         sys.exit("FAIL: " + "\n  ".join(problems))
 

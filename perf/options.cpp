@@ -146,6 +146,9 @@ MODE   bw | lat (default: both)
       --alloc WHO         auto | provider | user: who allocates the registered
                           buffers (auto: the provider when it can, as ucx_perftest
                           does with ucp_mem_map ALLOCATE; user: mmap + register)
+      --remote-keys HOW   import | buffer: operations name the peer's buffer by a
+                          key each queue pair imported once (import, the
+                          default) or by its remote_buffer (a lookup per op)
       --dispatch HOW      auto | static | any: the provider's static type (direct
                           calls) when fabrix-perf has it, else any_provider
                           (auto, the default); static: refuse without it;
@@ -213,10 +216,10 @@ parse_outcome parse(int argc, char** argv) {
     };
     auto takes_value = [](std::string_view a) {
       static const char* const names[] = {
-          "-s",         "--size",      "-n",       "--iters",    "-D", "--duration",  "--iters-warmup",
-          "-q",         "--qps",       "-t",       "--tx-depth", "-l", "--post-list", "--out_json",
-          "--provider", "--transport", "--device", "--mem",      "-p", "--port",      "--test",
-          "--mode",     "--timeout",   "--alloc",  "--dispatch"};
+          "-s",         "--size",      "-n",       "--iters",    "-D",           "--duration",  "--iters-warmup",
+          "-q",         "--qps",       "-t",       "--tx-depth", "-l",           "--post-list", "--out_json",
+          "--provider", "--transport", "--device", "--mem",      "-p",           "--port",      "--test",
+          "--mode",     "--timeout",   "--alloc",  "--dispatch", "--remote-keys"};
       return std::any_of(std::begin(names), std::end(names), [&](const char* n) { return a == n; });
     };
     if (has_inline && !takes_value(arg)) return fail("option " + std::string(arg) + " takes no value");
@@ -285,6 +288,9 @@ parse_outcome parse(int argc, char** argv) {
         if (*v != "auto" && *v != "user" && *v != "provider")
           return fail("bad allocation mode in '" + shown + "' (auto, user or provider)");
         o.alloc = *v;
+      } else if (arg == "--remote-keys") {
+        if (*v != "import" && *v != "buffer") return fail("bad remote keys in '" + shown + "' (import or buffer)");
+        o.remote_keys = *v;
       } else if (arg == "--dispatch") {
         if (*v != "auto" && *v != "static" && *v != "any")
           return fail("bad dispatch in '" + shown + "' (auto, static or any)");

@@ -44,6 +44,10 @@ struct options {
   // allocate registered memory itself, like ucx_perftest; else fabrix-perf),
   // "provider", or "user" (fabrix-perf allocates, the provider registers).
   std::string alloc = "auto";
+  // How operations name the peer's buffer: "import" (each queue pair imports
+  // it once, queue_pair::import; operations take remote_key slices) or
+  // "buffer" (remote_buffer slices: the provider finds its key per op).
+  std::string remote_keys = "import";
   // "auto": the chosen provider's static binding when fabrix-perf has one
   // (no virtual calls), else fabrix::any_provider, and the header says why;
   // "static": its static binding or refuse (exit 2); "any": always through

@@ -51,6 +51,9 @@ void report::header() const {
   std::printf(" memory       : %s\n", info_.memory.c_str());
   std::printf(" GPU memory   : %s\n", info_.gpu_path.c_str());
   std::printf(" dispatch     : %s\n", info_.dispatch.c_str());
+  std::printf(" remote keys  : %s\n", opts_.remote_keys == "import"
+                                          ? "imported once per queue pair (queue_pair::import)"
+                                          : "remote_buffer per operation (--remote-keys buffer)");
   std::printf(" bootstrap    : %s\n", info_.bootstrap.c_str());
   std::printf(" clock        : %s\n", info_.clock.c_str());
   std::printf(" queue pairs  : %d   tx depth: %d   post list: %d   %s%s\n", opts_.qps, opts_.tx_depth, opts_.post_list,
@@ -113,6 +116,7 @@ bool report::write_json(std::string& error) const {
   j << "  \"allocated_by\": " << json_string(info_.allocated_by) << ",\n";
   j << "  \"gpu_path\": " << json_string(info_.gpu_path) << ",\n";
   j << "  \"dispatch\": " << json_string(info_.dispatch) << ",\n";
+  j << "  \"remote_keys\": " << json_string(opts_.remote_keys) << ",\n";
   j << "  \"clock\": " << json_string(info_.clock) << ",\n";
   j << "  \"options\": {\"qps\": " << opts_.qps << ", \"tx_depth\": " << opts_.tx_depth
     << ", \"post_list\": " << opts_.post_list << ", \"bidirectional\": " << (opts_.bidirectional ? "true" : "false")

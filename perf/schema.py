@@ -5,7 +5,7 @@ TOP = {"schema": str, "provider": str, "transport": str, "device": str, "domain"
        "memory": str, "gpu_path": str, "options": dict, "results": list}
 # Added later: checked when present (older files lack them).
 OPTIONAL = {"provider_choice": str, "provider_reason": str, "passed_over": str, "allocated_by": str,
-            "dispatch": str}
+            "dispatch": str, "remote_keys": str}
 OPTIONS = {"qps": int, "tx_depth": int, "post_list": int, "bidirectional": bool}
 TESTS = {"write", "read", "write_imm", "send", "fetch_add", "compare_swap"}
 COMMON = {"test": str, "mode": str, "bytes": int, "iterations": int, "verified": bool}

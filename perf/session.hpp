@@ -40,6 +40,9 @@ struct session {
   std::uint64_t slots = 0;          // tx depth: operations in flight, atomics slots
   bool provider_allocated = false;  // the data region's memory came from the provider
   std::string not_allocated_why;    // when it did not: why (for the header)
+  // --remote-keys import: peer_data imported by each queue pair (keys[i]
+  // belongs to qps[i]); empty with --remote-keys buffer.
+  std::vector<remote_key> keys;
   bool server() const noexcept { return boot.rank() == 0; }
 
   // The data region as fabrix-perf reads and writes it: the registered
@@ -57,7 +60,14 @@ struct session {
     return at(offset);
   }
   local_slice local(std::uint64_t offset, std::uint64_t len) const noexcept { return data->slice(offset, len); }
-  remote_slice remote(std::uint64_t offset, std::uint64_t len) const noexcept { return peer_data.slice(offset, len); }
+  // A range of the peer's data region for operations on queue pair `qp_index`.
+  remote_slice remote(std::uint64_t offset, std::uint64_t len, std::uint64_t qp_index = 0) const noexcept {
+    return keys.empty() ? peer_data.slice(offset, len) : keys[qp_index % keys.size()].slice(offset, len);
+  }
+  // Points `o` at the same range for queue pair `qp_index` (batches built once).
+  void retarget(operation& o, std::uint64_t qp_index) const noexcept {
+    if (!keys.empty() && o.remote.key != nullptr) o.remote.key = &keys[qp_index % keys.size()];
+  }
   queue_pair<P>& qp(std::uint64_t i) noexcept { return qps[i % qps.size()]; }
 };
 
@@ -101,7 +111,7 @@ session<P> open_session(const options& opts, bootstrap boot, const std::vector<s
   if (std::string diff = compare_agreement(text(0), text(1)); !diff.empty())
     fail_usage(diff + " (start both sides with the same options)");
 
-  session<P> s{opts, std::move(boot), std::move(*dom), {}, {}, {}, {}, {}, {}, {}, {}, 0, false, {}};
+  session<P> s{opts, std::move(boot), std::move(*dom), {}, {}, {}, {}, {}, {}, {}, {}, 0, false, {}, {}};
   std::uint64_t max_size = 8;
   for (const step& st : steps) max_size = std::max(max_size, st.size);
   s.slots = static_cast<std::uint64_t>(opts.tx_depth);
@@ -185,6 +195,13 @@ session<P> open_session(const options& opts, bootstrap boot, const std::vector<s
   if (!rd || !rc) fail("the peer's remote buffers do not decode");
   s.peer_data = *rd;
   s.peer_control = *rc;
+  if (opts.remote_keys == "import") {
+    for (auto& qp : s.qps) {
+      auto k = qp.import(s.peer_data);
+      if (!k) fail("importing the peer's data region: " + k.error().describe());
+      s.keys.push_back(*k);
+    }
+  }
   if (auto b = s.boot.barrier(); !b) fail("bootstrap barrier: " + b.error().describe());
   return s;
 }

@@ -17,6 +17,7 @@
 #include <fabrix/domain.hpp>
 #include <fabrix/local_slice.hpp>
 #include <fabrix/remote_buffer.hpp>
+#include <fabrix/remote_key.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -44,6 +45,9 @@ struct mesh {
   std::vector<queue_pair<P>> qps;
   std::optional<owned_region<P>> scratch;  // none with one rank
   std::vector<remote_buffer> peers;
+  // peers[r] imported by qps[r] (queue_pair::import): chunks name these, so
+  // a chunk costs no key lookup in the provider.
+  std::vector<remote_key> keys;
 
   // Collective over `boot`. With one rank there is no scratch.
   static result<mesh> create(domain<P>& dom, bootstrap& boot, const options& o) {
@@ -62,6 +66,11 @@ struct mesh {
     auto peers = exchange(boot, m.scratch->region.remote());
     if (!peers) return unexpected(std::move(peers).error());
     m.peers = std::move(*peers);
+    for (int r = 0; r < m.size; ++r) {
+      auto k = m.qps[static_cast<std::size_t>(r)].import(m.peers[static_cast<std::size_t>(r)]);
+      if (!k) return unexpected(std::move(k).error());
+      m.keys.push_back(*k);
+    }
     return m;
   }
 
@@ -77,18 +86,18 @@ struct mesh {
   status write_chunk(int peer, std::uint64_t k, std::size_t bytes, std::uint32_t imm, std::uint64_t token,
                      const chunk_route& route = {}) {
     return qps[peer].write_with_imm(route.from ? *route.from : region().slice(layout.send_offset(peer, k), bytes),
-                                    route.to ? *route.to : peers[peer].slice(layout.recv_offset_at(peer, k), bytes),
-                                    imm, token);
+                                    route.to ? *route.to : keys[peer].slice(layout.recv_offset_at(peer, k), bytes), imm,
+                                    token);
   }
   // Chunk k_from of `from`, in its receive slot here, on to `to` as chunk k_to.
   status forward_chunk(int from, std::uint64_t k_from, int to, std::uint64_t k_to, std::size_t bytes, std::uint32_t imm,
                        std::uint64_t token) {
     return qps[to].write_with_imm(region().slice(layout.recv_offset(from, k_from), bytes),
-                                  peers[to].slice(layout.recv_offset_at(to, k_to), bytes), imm, token);
+                                  keys[to].slice(layout.recv_offset_at(to, k_to), bytes), imm, token);
   }
   // A zero-byte write_with_imm: only the notification.
   status notify(int peer, std::uint32_t imm, std::uint64_t token) {
-    return qps[peer].write_with_imm(region().slice(0, 0), peers[peer].slice(0, 0), imm, token);
+    return qps[peer].write_with_imm(region().slice(0, 0), keys[peer].slice(0, 0), imm, token);
   }
   status flush(int peer, std::uint64_t token) { return qps[peer].flush(token); }
 };
