@@ -23,8 +23,10 @@ fabrix::completion next_notification(fabrix::domain<ucx>& dom) {
   return c[0];
 }
 
+// `theirs`: the peer's buffer, imported once by `peer` (queue_pair::import),
+// since every round writes into it.
 fabrix::task<int> pingpong(fabrix::domain<ucx>& dom, fabrix::queue_pair<ucx>& peer, fabrix::memory_region<ucx>& mr,
-                           const fabrix::remote_buffer& theirs, bool serve_first, int rounds) {
+                           const fabrix::remote_key& theirs, bool serve_first, int rounds) {
   std::uint64_t value = 0;
   for (int i = 0; i < rounds; ++i) {
     if (serve_first || i > 0) {
@@ -50,7 +52,8 @@ int main() {
   auto peers = fabrix::exchange(boot, mr.remote()).value();
   const int other = 1 - boot.rank();
 
-  const int rc = fabrix::sync_wait(dom, pingpong(dom, qps[other], mr, peers[other], boot.rank() == 1, 1000));
+  const auto theirs = qps[other].import(peers[other]).value();
+  const int rc = fabrix::sync_wait(dom, pingpong(dom, qps[other], mr, theirs, boot.rank() == 1, 1000));
   if (boot.rank() == 0 && rc == 0) next_notification(dom);  // rank 1's last reply
   std::printf("rank %d: %s\n", boot.rank(), rc == 0 ? "1000 round trips, all in order" : "FAILED");
   return boot.barrier() && rc == 0 ? 0 : 1;
