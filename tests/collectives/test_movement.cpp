@@ -1,8 +1,6 @@
 // allgather, alltoall, alltoallv and barrier.
 #include "common.hpp"
 
-#include <sys/mman.h>
-
 #include <atomic>
 #include <span>
 #include <thread>
@@ -102,11 +100,10 @@ TEST_CASE("collectives: alltoall and alltoallv, 2-4 ranks") {
 TEST_CASE("collectives: barrier lets no rank out before all are in") {
   for (int n : {2, 3, 4}) {
     CAPTURE(n);
-    // Entry counters shared by the forked ranks.
-    void* shared = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    REQUIRE(shared != MAP_FAILED);
-    auto* entered = static_cast<std::atomic<int>*>(shared);
-    entered->store(0);
+    // Entry counters shared by the ranks (zeroed).
+    fxt::shared_page shared;
+    REQUIRE(shared.data() != nullptr);
+    auto* entered = static_cast<std::atomic<int>*>(shared.data());
     fxc::with_comm(n, fxc::small_chunks(), [entered](fxc::comm_t& comm, int rank, int n) {
       for (int b = 1; b <= 5; ++b) {
         // The late rank changes every round.
@@ -118,6 +115,5 @@ TEST_CASE("collectives: barrier lets no rank out before all are in") {
         fxc::check_ok(comm.barrier(), "barrier");
       }
     });
-    ::munmap(shared, 4096);
   }
 }

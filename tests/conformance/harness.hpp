@@ -1,6 +1,9 @@
 // Multi-process test harness: each rank is a forked child with its own
 // domain, connected to the others through the real bootstrap. The doctest
 // process only supervises; it never opens a provider, so forking is safe.
+// Which bootstrap engine the ranks use (the TCP store, user callbacks, or a
+// launcher's job under mpirun, where this process is one rank and nothing is
+// forked): FABRIX_TEST_BOOTSTRAP, rank_bootstrap.hpp.
 //
 // Inside a rank, FX_CHECK fails by printing the failed expression and
 // exiting with code 1; the supervisor turns each rank's exit into a doctest
@@ -24,6 +27,7 @@
 
 #include "crash_report.hpp"
 #include "hang_report.hpp"
+#include "rank_bootstrap.hpp"
 
 #include <fcntl.h>
 #include <ifaddrs.h>
@@ -43,6 +47,9 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -177,18 +184,59 @@ inline fabrix::result<fabrix::bootstrap_root> listen_root(int n, const test_node
   return root;
 }
 
-// Forks `n` ranks running body(rank, bootstrap) and checks how each ended.
+// Under a launcher (rank_bootstrap.hpp): this process runs its rank of an
+// n-rank case, or stands by. A rank that fails exits (rank_fail), which
+// fails the launcher's job. Cases that kill a rank need forked ranks.
+inline void run_in_job(int n, const std::function<void(int, fabrix::bootstrap&)>& body,
+                       const std::function<ending(int)>& expected) {
+  for (int r = 0; expected && r < n; ++r)
+    REQUIRE_MESSAGE(expected(r) == ending::exit_ok,
+                    "this case kills rank " << r << ": it needs forked ranks (FABRIX_TEST_BOOTSTRAP tcp or callbacks)");
+  fabrix::bootstrap& job = launcher_job();
+  REQUIRE_MESSAGE(n <= job.size(), "the case needs " << n << " ranks; the launcher's job has " << job.size());
+  std::fflush(stdout);
+  if (job.rank() >= n) {
+    if (auto s = subset_view::stand_by(job, n); !s) rank_fail("standing by", __FILE__, __LINE__, s.error().describe());
+    return;
+  }
+  report_crashes(job.rank());
+  auto engine = std::make_unique<subset_view>(job, n);
+  subset_view* view = engine.get();
+  fabrix::bootstrap boot(std::move(engine));
+  body(job.rank(), boot);
+  if (auto f = view->finish(); !f) rank_fail("finishing the case", __FILE__, __LINE__, f.error().describe());
+  std::fflush(stdout);
+}
+
+// Forks `n` ranks running body(rank, bootstrap) and checks how each ended;
+// under a launcher, runs this process's rank instead (run_in_job).
 inline void run_ranks(int n, const std::function<void(int, fabrix::bootstrap&)>& body,
                       std::chrono::seconds limit = std::chrono::seconds(90),
                       const std::function<ending(int)>& expected = {}) {
+  std::string why;
+  const auto start = rank_start_from_env(why);
+  REQUIRE_MESSAGE(start.has_value(), why);
+  if (*start == rank_start::launcher) return run_in_job(n, body, expected);
   const test_nodes nodes = test_nodes::from_env();
   REQUIRE_MESSAGE(nodes.names.size() == nodes.addrs.size(), "FABRIX_TEST_NODES and FABRIX_TEST_NODE_ADDRS name "
                                                                 << nodes.names.size() << " and " << nodes.addrs.size()
                                                                 << " nodes");
-  auto root = listen_root(n, nodes);
-  REQUIRE_MESSAGE(root.has_value(), (root ? "" : root.error().describe()));
-  const std::string where =
-      (nodes.empty() ? std::string("127.0.0.1") : nodes.addrs[0]) + ":" + std::to_string(root->port());
+  const bool by_callbacks = *start == rank_start::callbacks;
+  REQUIRE_MESSAGE((!by_callbacks || nodes.empty()), "FABRIX_TEST_BOOTSTRAP=callbacks runs on one node only");
+  file_store store(by_callbacks ? n : 0);
+  REQUIRE_MESSAGE((!by_callbacks || store.ok()), "file store: mkdtemp failed: " << std::strerror(errno));
+  struct cleanup {
+    file_store& s;
+    ~cleanup() { s.remove(); }
+  } remove_store{store};
+  std::optional<fabrix::bootstrap_root> root;
+  std::string where;
+  if (!by_callbacks) {
+    auto listening = listen_root(n, nodes);
+    REQUIRE_MESSAGE(listening.has_value(), (listening ? "" : listening.error().describe()));
+    where = (nodes.empty() ? std::string("127.0.0.1") : nodes.addrs[0]) + ":" + std::to_string(listening->port());
+    root.emplace(std::move(*listening));
+  }
   std::fflush(stdout);
   std::fflush(stderr);
   std::vector<pid_t> pids;
@@ -198,7 +246,9 @@ inline void run_ranks(int n, const std::function<void(int, fabrix::bootstrap&)>&
     if (pid == 0) {
       report_crashes(rank);
       if (!nodes.empty()) enter_node(nodes, rank);
-      auto boot = rank == 0 ? root->accept() : fabrix::bootstrap::create(rank, n, where, "fabrix-test");
+      auto boot = by_callbacks ? fabrix::bootstrap::from_callbacks(store.callbacks_for(rank))
+                  : rank == 0  ? root->accept()
+                               : fabrix::bootstrap::create(rank, n, where, "fabrix-test");
       if (!boot) rank_fail("bootstrap", __FILE__, __LINE__, boot.error().describe());
       body(rank, *boot);
       std::fflush(stdout);
@@ -272,6 +322,34 @@ struct rank_env {
   }
   std::vector<fabrix::remote_buffer> share(const fabrix::memory_region<P>& mr) {
     return must(fabrix::exchange(boot, mr.remote()), "exchange");
+  }
+  // share() for many regions in one allgather (a launcher's engine pays per
+  // collective): result[i][r] is rank r's remote_buffer of regions[i].
+  std::vector<std::vector<fabrix::remote_buffer>> share_all(const std::vector<fabrix::memory_region<P>>& regions) {
+    std::vector<std::byte> mine;
+    for (const auto& mr : regions) {
+      const auto blob = mr.remote().encode();
+      const auto n = static_cast<std::uint32_t>(blob.size());
+      const auto* len = reinterpret_cast<const std::byte*>(&n);
+      mine.insert(mine.end(), len, len + sizeof n);
+      mine.insert(mine.end(), blob.begin(), blob.end());
+    }
+    const auto all = must(boot.allgather(mine), "allgather of remote buffers");
+    std::vector<std::vector<fabrix::remote_buffer>> out(regions.size(), std::vector<fabrix::remote_buffer>(size));
+    for (int r = 0; r < size; ++r) {
+      std::span<const std::byte> rest(all[static_cast<std::size_t>(r)]);
+      for (auto& per_region : out) {
+        std::uint32_t n = 0;
+        FX_CHECK(rest.size() >= sizeof n);
+        std::memcpy(&n, rest.data(), sizeof n);
+        FX_CHECK(rest.size() - sizeof n >= n);
+        per_region[static_cast<std::size_t>(r)] =
+            must(fabrix::remote_buffer::decode(rest.subspan(sizeof n, n)), "decode a remote buffer");
+        rest = rest.subspan(sizeof n + n);
+      }
+      FX_CHECK(rest.empty());
+    }
+    return out;
   }
 
   // The next completion matching `pred`, polling up to `limit`; others wait in the backlog.

@@ -13,8 +13,6 @@
 // as it sees the word.
 #include "providers.hpp"
 
-#include <sys/mman.h>
-
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -28,15 +26,14 @@ using fabrix::status;
 
 namespace {
 
-// Words shared by the ranks of one test (they are forked after it is made).
+// Words shared by the ranks of one test (fxt::shared_page: made before the
+// ranks start, by forked ranks and by a launcher's alike).
 class side_channel {
  public:
   side_channel() {
-    void* p = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    REQUIRE(p != MAP_FAILED);
-    words_ = static_cast<std::atomic<std::uint64_t>*>(p);
+    REQUIRE(page_.data() != nullptr);
+    words_ = static_cast<std::atomic<std::uint64_t>*>(page_.data());
   }
-  ~side_channel() { ::munmap(words_, 4096); }
   side_channel(const side_channel&) = delete;
   side_channel& operator=(const side_channel&) = delete;
 
@@ -57,6 +54,7 @@ class side_channel {
   }
 
  private:
+  fxt::shared_page page_;
   std::atomic<std::uint64_t>* words_ = nullptr;
 };
 

@@ -28,11 +28,8 @@ TEST_CASE_TEMPLATE("conformance: imported remote keys move bytes and keep every 
     auto peers = env.share(mr);
     std::vector<std::vector<std::byte>> small(regions, std::vector<std::byte>(each));
     std::vector<fabrix::memory_region<P>> msmall;
-    std::vector<std::vector<fabrix::remote_buffer>> speers;
-    for (auto& t : small) {
-      msmall.push_back(env.reg(t));
-      speers.push_back(env.share(msmall.back()));
-    }
+    for (auto& t : small) msmall.push_back(env.reg(t));
+    const auto speers = env.share_all(msmall);
     if (env.rank == 0) {
       auto& qp = env.qps[1];
       auto imported = qp.import(peers[1]);

@@ -240,11 +240,8 @@ TEST_CASE_TEMPLATE("conformance: writes into more regions than a provider keeps 
     constexpr std::size_t regions = 150, half = 256;
     std::vector<std::vector<std::byte>> targets(regions, std::vector<std::byte>(2 * half));
     std::vector<fabrix::memory_region<P>> mts;
-    std::vector<std::vector<fabrix::remote_buffer>> peers;
-    for (auto& t : targets) {
-      mts.push_back(env.reg(t));
-      peers.push_back(env.share(mts.back()));
-    }
+    for (auto& t : targets) mts.push_back(env.reg(t));
+    const auto peers = env.share_all(mts);
     std::vector<std::byte> src(regions * 2 * half);
     auto ms = env.reg(src, access::local);
     if (env.rank == 0) {
