@@ -98,7 +98,8 @@ class queue_pair {
         owner_(core_->impl.owner()),
         caps_(core_->impl.runtime_caps()),
         peer_id_(peer_id),
-        import_id_(detail::next_import_id()) {}
+        import_id_(detail::next_import_id()),
+        rules_(id_, owner_, import_id_, caps_) {}
 
   // What completions that arrive on this queue pair carry in completion::peer.
   std::uint32_t peer_id() const noexcept { return peer_id_; }
@@ -222,7 +223,7 @@ class queue_pair {
   post_result post(std::span<const operation> ops) {
     if (!core_ || !core_->open) return {status::invalid_argument, 0};
     for (std::size_t i = 0; i < ops.size(); ++i) {
-      if (status s = detail::validate(ops[i], id_, owner_, import_id_, caps_); s != status::ok) return {s, i};
+      if (status s = detail::validate(ops[i], rules_); s != status::ok) return {s, i};
     }
     std::size_t posted = 0;
     if (fence_next_) {  // recvs before the fenced operation go as they are
@@ -241,7 +242,7 @@ class queue_pair {
   }
   status post(const operation& o) {
     if (!core_ || !core_->open) return status::invalid_argument;  // moved from, or its domain destroyed
-    if (status s = detail::validate(o, id_, owner_, import_id_, caps_); s != status::ok) return s;
+    if (status s = detail::validate(o, rules_); s != status::ok) return s;
     if (fence_next_ && o.code != opcode::recv) return post_fenced(o);
     std::size_t posted = 0;
     return impl_.post(std::span<const operation>(&o, 1), posted);
@@ -269,6 +270,7 @@ class queue_pair {
   capabilities caps_;
   std::uint32_t peer_id_;
   std::uint64_t import_id_;
+  detail::post_rules rules_;  // what every operation is checked against (validate.hpp)
   op_options defaults_ = op_options::none;
   bool fence_next_ = false;
 };

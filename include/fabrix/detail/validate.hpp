@@ -94,39 +94,71 @@ inline status check_remote(const operation& o, provider_id self, std::uint64_t i
   return status::ok;
 }
 
-// Checks one operation against the provider `self`, the domain `owner` of
-// the queue pair (whose regions alone may supply local slices), the queue
-// pair's `importer` id (whose remote_keys alone it takes) and the
-// provider's capabilities.
+// What a queue pair checks its operations against, computed once when it
+// is made: the provider `self`, the domain `owner` (whose regions alone may
+// supply local slices), the queue pair's `importer` id (whose remote_keys
+// alone it takes), the opcodes the provider's capabilities accept (a bit
+// per opcode) and its scatter-gather limit.
+struct post_rules {
+  provider_id self = provider_id::none;
+  std::uint64_t owner = 0;
+  std::uint64_t importer = 0;
+  std::uint32_t accepted = 0;
+  std::uint32_t max_sge = 0;
+
+  post_rules(provider_id self_, std::uint64_t owner_, std::uint64_t importer_, const capabilities& caps) noexcept
+      : self(self_), owner(owner_), importer(importer_), max_sge(caps.max_sge) {
+    for (auto op : {opcode::write, opcode::read, opcode::write_with_imm, opcode::fetch_add, opcode::compare_swap,
+                    opcode::send, opcode::recv, opcode::flush})
+      if (check_caps(op, caps) == status::ok) accepted |= bit(op);
+  }
+  static constexpr std::uint32_t bit(opcode op) noexcept { return 1u << static_cast<unsigned>(op); }
+};
+
+// Checks one operation against `rules` (per operation: a few compares; the
+// common shape — one local slice, no options — takes no loop).
 // Returns ok, or the error the caller sees: unsupported, invalid_argument
 // (foreign provider, domain or queue pair, bad sizes, unaligned atomics,
 // options the operation cannot take), out_of_range (a slice
 // outside its region), access_denied (rights the remote region lacks).
-inline status validate(const operation& o, provider_id self, std::uint64_t owner, std::uint64_t importer,
-                       const capabilities& caps) noexcept {
-  if (status s = check_caps(o.code, caps); s != status::ok) return s;
-  if (status s = check_options(o); s != status::ok) return s;
+inline status validate(const operation& o, const post_rules& rules) noexcept {
+  const auto code = static_cast<unsigned>(o.code);
+  if (code > static_cast<unsigned>(opcode::flush)) return status::invalid_argument;  // remote_write_imm or unknown
+  if ((rules.accepted & post_rules::bit(o.code)) == 0) return status::unsupported;
+  if (o.options != op_options::none)
+    if (status s = check_options(o); s != status::ok) return s;
   if (o.code == opcode::flush) return status::ok;
 
-  const auto locals = o.locals();
-  if (locals.size() > caps.max_sge) return status::invalid_argument;
-  for (const auto& l : locals) {
+  std::uint64_t bytes = 0;
+  if (o.gather.empty()) {
+    const local_slice& l = o.local;
+    if (rules.max_sge < 1) return status::invalid_argument;
     if (!l.valid) return status::out_of_range;
-    if (l.provider != self || l.owner != owner) return status::invalid_argument;  // another provider or domain
+    if (l.provider != rules.self || l.owner != rules.owner)
+      return status::invalid_argument;  // another provider or domain
+    bytes = l.length;
+  } else {
+    if (o.gather.size() > rules.max_sge) return status::invalid_argument;
+    for (const auto& l : o.gather) {
+      if (!l.valid) return status::out_of_range;
+      if (l.provider != rules.self || l.owner != rules.owner) return status::invalid_argument;
+      bytes += l.length;
+    }
   }
   if (!uses_remote(o.code)) return status::ok;
 
   std::uint64_t base = 0;
-  if (status s = check_remote(o, self, importer, base); s != status::ok) return s;
+  if (status s = check_remote(o, rules.self, rules.importer, base); s != status::ok) return s;
 
   if (o.code == opcode::fetch_add || o.code == opcode::compare_swap) {
     const std::uint64_t raddr = base + o.remote.offset;
+    const auto locals = o.locals();
     const auto laddr = reinterpret_cast<std::uintptr_t>(locals[0].address);
     if (locals.size() != 1 || locals[0].length != 8 || o.remote.length != 8) return status::invalid_argument;
     if (raddr % 8 != 0 || laddr % 8 != 0) return status::invalid_argument;
     return status::ok;
   }
-  if (o.local_bytes() != o.remote.length) return status::invalid_argument;
+  if (bytes != o.remote.length) return status::invalid_argument;
   return status::ok;
 }
 
