@@ -21,7 +21,9 @@
 //  - unsignaled: the op slot is marked; where it would push a completion
 //    (deliver) a successful one only counts in peer_state::finished, a failed
 //    one pushes its error completion and counts too. A direct op needs no
-//    slot at all: done and counted in post(). An endpoint flush completes
+//    slot at all: done in post(), and counted (unsignaled) or its completion
+//    pushed at once (signaled, while ring + slots in use stay within
+//    max_outstanding; else it takes a slot as before). An endpoint flush completes
 //    after the requests posted before it, so a later flush finds them counted.
 //  - fence: the op starts only when nothing earlier on the endpoint can still
 //    be on its way: no checked request without its reply, no write_with_imm
@@ -263,11 +265,20 @@ inline status post_one(peer_state& p, const operation& o) {
     held = target_of(p, o.remote);
     if (held == nullptr) return status::invalid_argument;
     raddr = held->verified.address + o.remote.offset;
-    // Fast path: an unsignaled direct op needs no slot: done and counted now.
-    if (held->mapped && has(opts, op_options::unsignaled) && o.code != opcode::write_with_imm && in_order &&
-        !(fenced && fence_must_wait(p)) && direct_refusal(p, held->verified.epoch) == status::ok) {
+    // Fast path: a direct op needs no slot. It is done now; unsignaled, it
+    // is counted; signaled, its completion goes to the ring at once while
+    // the ring and the slots in use together stay within max_outstanding
+    // (past that it takes the slot path, as every direct op did before).
+    const bool unsignaled = has(opts, op_options::unsignaled);
+    if (held->mapped && o.code != opcode::write_with_imm && in_order &&
+        (unsignaled || d.ring.size() + d.ops.in_use() < d.ops.capacity()) && !(fenced && fence_must_wait(p)) &&
+        direct_refusal(p, held->verified.epoch) == status::ok) {
       direct_copy(o.code, held->mapped + o.remote.offset, o.locals(), o.locals()[0].address, o.operand, o.compare);
-      ++p.finished;
+      if (unsignaled)
+        ++p.finished;
+      else
+        d.ring.push(
+            completion{.token = o.token, .bytes = o.local_bytes(), .op = o.code, .flags = o.flags, .imm = o.imm});
       return status::ok;
     }
   }
