@@ -1,7 +1,8 @@
-// The conformance runner under mpirun on the MPI bootstrap engine: each
-// case's ranks bootstrap on fabrix::mpi::bootstrap(MPI_COMM_WORLD)
+// The runner of a multi-rank suite (conformance, or collectives with
+// -DFX_SUITE_NAME="collectives") under mpirun on the MPI bootstrap engine:
+// each case's ranks bootstrap on fabrix::mpi::bootstrap(MPI_COMM_WORLD)
 // (FABRIX_TEST_BOOTSTRAP=launcher, rank_bootstrap.hpp). The cases are the
-// objects of conformance_<provider>; only this runner differs. Exit 77
+// objects of the suite's executable; only this runner differs. Exit 77
 // (skipped) where the provider cannot run here.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include "providers.hpp"
@@ -10,10 +11,14 @@
 
 #include <cstdio>
 
+#ifndef FX_SUITE_NAME
+#define FX_SUITE_NAME "conformance"
+#endif
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   if (const std::string why = fxt::unavailable_reason(); !why.empty()) {
-    std::printf("conformance: %s: skipped: %s\n", fxt::provider_name, why.c_str());
+    std::printf(FX_SUITE_NAME ": %s: skipped: %s\n", fxt::provider_name, why.c_str());
     MPI_Finalize();
     return 77;
   }
