@@ -114,9 +114,12 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print
 # are single-threaded processes. One transport per provider, tcp, covers
 # that at half the CI time of all of them; ASan keeps every transport.
 tsan_suites=(unit staging ucx-tcp ofi-tcp)
+# gcc 12's -Wmaybe-uninitialized gives false positives under -fsanitize=thread
+# at -O1 (a std::optional<domain> in test_contract.cpp, once the harness
+# grew); the main build (-O2, no sanitizer) keeps the warning as an error.
 phase "TSan build and tests"
-meson setup build-ci-tsan -Dwerror=true -Doptimization=1 -Dcpp_args=-g1 -Db_sanitize=thread -Db_lundef=false -Dcuda=disabled -Dexamples=false \
-  -Dperf=false >/dev/null
+meson setup build-ci-tsan -Dwerror=true -Doptimization=1 -Dcpp_args='-g1 -Wno-maybe-uninitialized' -Db_sanitize=thread \
+  -Db_lundef=false -Dcuda=disabled -Dexamples=false -Dperf=false >/dev/null
 mapfile -t tsan_targets < <(targets_for_suites build-ci-tsan "${tsan_suites[@]}")
 ninja -C build-ci-tsan -j "$jobs" "${tsan_targets[@]}"
 tsan_args=()
