@@ -95,11 +95,9 @@ class queue_pair {
       : core_(std::move(core)),
         impl_(std::move(impl)),
         id_(core_->impl.provider()),
-        owner_(core_->impl.owner()),
-        caps_(core_->impl.runtime_caps()),
         peer_id_(peer_id),
         import_id_(detail::next_import_id()),
-        rules_(id_, owner_, import_id_, caps_) {}
+        rules_(id_, core_->impl.owner(), import_id_, core_->impl.runtime_caps()) {}
 
   // What completions that arrive on this queue pair carry in completion::peer.
   std::uint32_t peer_id() const noexcept { return peer_id_; }
@@ -266,8 +264,6 @@ class queue_pair {
   std::shared_ptr<detail::domain_core<P>> core_;  // declared first: released after impl_
   typename P::endpoint_impl impl_;
   provider_id id_;
-  std::uint64_t owner_;  // the domain's id: local slices must carry it
-  capabilities caps_;
   std::uint32_t peer_id_;
   std::uint64_t import_id_;
   detail::post_rules rules_;  // what every operation is checked against (validate.hpp)

@@ -67,7 +67,6 @@ class file_store {
   file_store& operator=(const file_store&) = delete;
 
   bool ok() const noexcept { return !dir_.empty(); }
-  const std::string& dir() const noexcept { return dir_; }
 
   fabrix::bootstrap_callbacks callbacks_for(int rank) {
     fabrix::bootstrap_callbacks cb;
