@@ -122,7 +122,7 @@ struct link_former {
       o.t.acceptor = static_cast<std::uint32_t>(l.peer);
       o.t.round = static_cast<std::uint8_t>(k);
       if (!random_bytes(o.t.rank_nonce)) return broken(status::provider_error, "no random bytes for a nonce");
-      const auto hello = encode_link_hello(o.t.size, o.t.rank, o.t.round, o.t.rank_nonce);
+      const auto hello = encode_link_hello(st.token, o.t.size, o.t.rank, o.t.round, o.t.rank_nonce);
       const std::span<const std::byte> piece(hello);
       if (const auto io = send_all(l.fd.get(), std::span(&piece, 1), until); !io.ok())
         return broken(io_status_code(io),
@@ -169,8 +169,9 @@ struct link_former {
     return {};
   }
 
-  // A connection to the link listener made progress. Strays are closed
-  // (fd reset); only a failed authentication fails the job.
+  // A connection to the link listener made progress. Strays (a hello that is
+  // not the expected one, or whose hello_mac was not made with the job's
+  // token) are closed (fd reset); only a failed authentication fails the job.
   result<void> step_incoming(incoming_link& c, deadline until) {
     if (!c.challenged) {
       for (;;) {
@@ -185,10 +186,11 @@ struct link_former {
         if (c.filled == hello_bytes) break;
       }
       const hello h = decode_hello(c.buf);
-      const bool expected =
-          h.magic == wire_magic && h.kind == static_cast<std::uint8_t>(kind::link_hello) && h.version == wire_version &&
-          h.size == static_cast<std::uint32_t>(st.size) && h.round < rounds &&
-          h.rank == static_cast<std::uint32_t>(link_source(st.rank, st.size, h.round)) && !st.links_from[h.round].fd;
+      const bool expected = h.magic == wire_magic && h.kind == static_cast<std::uint8_t>(kind::link_hello) &&
+                            h.version == wire_version && h.size == static_cast<std::uint32_t>(st.size) &&
+                            h.round < rounds &&
+                            h.rank == static_cast<std::uint32_t>(link_source(st.rank, st.size, h.round)) &&
+                            !st.links_from[h.round].fd && hello_vouched(st.token, c.buf);
       if (!expected) {
         c.fd.reset();
         return {};

@@ -43,7 +43,7 @@ result<bootstrap> join_root(int rank, int size, std::string_view root_address, s
       t.rank = static_cast<std::uint32_t>(rank);
       if (!random_bytes(t.rank_nonce))
         return fail(status::provider_error, me + ": no random bytes for a nonce (getrandom failed)");
-      const auto hello = encode_hello(t.size, t.rank, t.rank_nonce);
+      const auto hello = encode_hello(token, t.size, t.rank, t.rank_nonce);
       const std::span<const std::byte> hello_piece(hello);
       auto io = send_all(attempt.fd.get(), std::span(&hello_piece, 1), assembled_until);
       frame_parser challenge(2, mac_bytes);

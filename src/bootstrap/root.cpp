@@ -11,8 +11,12 @@
 // already under way (real ranks answer within a round trip) are served
 // between bursts. When a bound is hit, the pending handshake that has made
 // the least progress (then the oldest) is dropped, from the host that holds
-// the most; a real rank dropped that way sees its connection close before
-// the handshake finished and retries. Authenticated ranks are never dropped.
+// the most; a hello whose hello_mac was made with the job's token (wire.hpp)
+// counts as more progress than any other, so strangers on the same host as a
+// real rank, even ones that send well-formed hellos, are dropped before it.
+// A real rank dropped anyway (only by other vouched hellos: real ranks or
+// replays) sees its connection close before the handshake finished and
+// retries. Authenticated ranks are never dropped.
 #include "state.hpp"
 
 #include <poll.h>
@@ -43,13 +47,18 @@ struct pending_conn {
   std::string source;   // host
   clock::time_point since{};
   hs_stage at = hs_stage::hello;
+  bool vouched = false;  // its hello_mac was made with the job's token
   std::array<std::byte, hello_bytes> buf{};
   std::size_t filled = 0;
   transcript t{};
   std::optional<frame_parser> proof;
 
-  // 0: nothing received, 1: part of a hello, 2: challenged, waiting for the proof.
-  int progress() const noexcept { return at == hs_stage::proof ? 2 : filled > 0 ? 1 : 0; }
+  // 0: nothing received, 1: part of a hello, 2: challenged, waiting for the
+  // proof, 3: the same after a vouched hello.
+  int progress() const noexcept {
+    if (at == hs_stage::proof) return vouched ? 3 : 2;
+    return filled > 0 ? 1 : 0;
+  }
 };
 
 // Best effort, before authentication (a version mismatch): a fresh
@@ -116,6 +125,7 @@ struct assembly {
         if (c.filled == hello_bytes) break;
       }
       const hello h = decode_hello(c.buf);
+      c.vouched = hello_vouched(root.token, c.buf);
       c.t = transcript{wire_version, h.size, h.rank, h.rank_nonce, {}};
       if (!random_bytes(c.t.root_nonce)) return refuse(c, "no random bytes for a nonce (getrandom failed)");
       // Proves to the rank that this is the real rank 0; reveals nothing
@@ -347,22 +357,25 @@ result<bootstrap> accept_peers(bootstrap_root_state& root, deadline until) {
         c.address = peer_name(fd);
         c.source = host_of(c.address);
         c.since = clock::now();
-        std::size_t from_source = 0;
-        std::map<std::string, std::size_t> per_source;
-        for (const auto& p : pending) ++per_source[p.source];
-        from_source = per_source[c.source];
-        if (from_source >= max_pending_per_source) {
-          evict_one(pending, c.source, as);
-        } else if (pending.size() >= max_pending) {
-          const auto most = std::max_element(per_source.begin(), per_source.end(),
-                                             [](const auto& a, const auto& b) { return a.second < b.second; });
-          evict_one(pending, most->first, as);
-        }
-        drop_closed();
         // A real rank sent its hello right after connecting: it is usually
         // here already, and the challenge goes out before the next burst.
+        // Read first, so garbage is refused without taking anyone's place
+        // and a vouched hello counts when the bounds choose whom to drop.
         as.advance(c);
-        if (c.fd) pending.push_back(std::move(c));
+        if (c.fd) {  // still under way (not joined, refused or gone)
+          pending.push_back(std::move(c));
+          std::map<std::string, std::size_t> per_source;
+          for (const auto& p : pending) ++per_source[p.source];
+          const std::string source = pending.back().source;
+          if (per_source[source] > max_pending_per_source) {
+            evict_one(pending, source, as);
+          } else if (pending.size() > max_pending) {
+            const auto most = std::max_element(per_source.begin(), per_source.end(),
+                                               [](const auto& a, const auto& b) { return a.second < b.second; });
+            evict_one(pending, most->first, as);
+          }
+          drop_closed();
+        }
         if (as.joined == root.size - 1) break;
       }
     }

@@ -26,25 +26,41 @@ std::string_view describe(reject_reason r) noexcept {
   return "unknown reason";
 }
 
-std::array<std::byte, hello_bytes> encode_hello(std::uint32_t size, std::uint32_t rank, const nonce& n,
-                                                std::uint16_t version) noexcept {
+namespace {
+
+digest hello_mac(std::string_view token, std::span<const std::byte, hello_bytes> hello) noexcept {
+  hmac_sha256 m(std::as_bytes(std::span<const char>(token.data(), token.size())));
+  m.update(std::string_view("fabrix-boot-v3 hello\0", 21));
+  m.update(hello.first<hello_body_bytes>());
+  return m.finish();
+}
+
+std::array<std::byte, hello_bytes> encode_any_hello(std::string_view token, kind k, std::uint8_t round,
+                                                    std::uint32_t size, std::uint32_t rank, const nonce& n,
+                                                    std::uint16_t version) noexcept {
   std::array<std::byte, hello_bytes> out{};
   store_le<std::uint32_t>(out.data(), wire_magic);
-  out[4] = std::byte(kind::hello);
-  out[5] = std::byte{0};
+  out[4] = std::byte(k);
+  out[5] = std::byte{round};
   store_le<std::uint16_t>(out.data() + 6, version);
   store_le<std::uint32_t>(out.data() + 8, size);
   store_le<std::uint32_t>(out.data() + 12, rank);
   std::copy(n.begin(), n.end(), out.begin() + 16);
+  const digest mac = hello_mac(token, out);
+  std::copy(mac.begin(), mac.end(), out.begin() + hello_body_bytes);
   return out;
 }
 
-std::array<std::byte, hello_bytes> encode_link_hello(std::uint32_t size, std::uint32_t rank, std::uint8_t round,
-                                                     const nonce& n) noexcept {
-  auto out = encode_hello(size, rank, n);
-  out[4] = std::byte(kind::link_hello);
-  out[5] = std::byte{round};
-  return out;
+}  // namespace
+
+std::array<std::byte, hello_bytes> encode_hello(std::string_view token, std::uint32_t size, std::uint32_t rank,
+                                                const nonce& n, std::uint16_t version) noexcept {
+  return encode_any_hello(token, kind::hello, 0, size, rank, n, version);
+}
+
+std::array<std::byte, hello_bytes> encode_link_hello(std::string_view token, std::uint32_t size, std::uint32_t rank,
+                                                     std::uint8_t round, const nonce& n) noexcept {
+  return encode_any_hello(token, kind::link_hello, round, size, rank, n, wire_version);
 }
 
 hello decode_hello(std::span<const std::byte> b) noexcept {
@@ -58,7 +74,13 @@ hello decode_hello(std::span<const std::byte> b) noexcept {
   h.size = load_le<std::uint32_t>(b.data() + 8);
   h.rank = load_le<std::uint32_t>(b.data() + 12);
   std::copy(b.begin() + 16, b.begin() + 32, h.rank_nonce.begin());
+  std::copy(b.begin() + hello_body_bytes, b.begin() + hello_bytes, h.mac.begin());
   return h;
+}
+
+bool hello_vouched(std::string_view token, std::span<const std::byte, hello_bytes> bytes) noexcept {
+  const digest want = hello_mac(token, bytes);
+  return digests_equal(want, bytes.subspan<hello_body_bytes, mac_bytes>());
 }
 
 namespace {

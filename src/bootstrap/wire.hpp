@@ -1,13 +1,15 @@
 // The bootstrap wire format (internal). Pure encoding/decoding and the MACs
 // over it; no sockets.
 //
-// Every integer is little-endian with an explicit width. Version 2 (version 1
-// sent the job token in clear; a v1 peer gets a version reject).
+// Every integer is little-endian with an explicit width. Version 3 (version 1
+// sent the job token in clear, version 2's hello had no MAC; older peers get a
+// version reject).
 //
 // Handshake: mutual challenge-response keyed with the job token; the token
 // itself never travels.
-//   hello     (rank -> root, 32 bytes):
-//             magic u32 | kind u8 = hello | 0 u8 | version u16 | size u32 | rank u32 | rank_nonce[16]
+//   hello     (rank -> root, 64 bytes):
+//             magic u32 | kind u8 = hello | 0 u8 | version u16 | size u32 | rank u32 | rank_nonce[16] |
+//             hello_mac[32]
 //   challenge (root -> rank): a frame (below), count 2: root_nonce[16], root_mac[32]
 //   proof     (rank -> root): a frame, count 1: rank_mac[32]
 // with T = version u16 | size u32 | rank u32 | rank_nonce | root_nonce (size and
@@ -15,8 +17,16 @@
 //   root_mac    = HMAC(token, "fabrix-boot-v2 root challenge\0" | T)
 //   rank_mac    = HMAC(token, "fabrix-boot-v2 rank proof\0" | T)
 //   session key = HMAC(token, "fabrix-boot-v2 session key\0" | T)
+//   hello_mac   = HMAC(token, "fabrix-boot-v3 hello\0" | the hello's first 32 bytes)
+// hello_mac authenticates nothing (a hello can be replayed); it is a hint:
+// rank 0 serves hellos that carry a good one before others when a flood of
+// connections that never authenticate fills its bounds (root.cpp), so a
+// stranger on the same host cannot crowd a real rank out. It is a MAC over
+// public values under a label of its own, as the root's challenge is (which
+// rank 0 gives anyone who sends a hello): a process squatting on rank 0's
+// port learns nothing from it that it could not learn from the real rank 0.
 // The rank checks root_mac before it answers: a root that does not know the
-// token gets a hello (public values and a nonce) and nothing else. Rank 0
+// token gets a hello (public values, a nonce and hello_mac) and nothing else. Rank 0
 // checks rank_mac before it looks at the claimed size and rank.
 //
 // Frames: magic u32 | kind u8 | op u8 | aux u16 | seq u64 | count u32, then
@@ -37,7 +47,7 @@
 //
 // Links (peer-to-peer exchange, links.cpp): rank r connects, for each round
 // k, to rank (r - 2^k) mod size and sends a link hello: the hello layout
-// with kind = link_hello and byte 5 = k. The same challenge, proof and
+// with kind = link_hello and byte 5 = k (hello_mac covers both). The same challenge, proof and
 // session follow, with the acceptor's rank and k added to T and "link" in
 // the labels, so a link handshake never passes for a root one or for
 // another pair or round. Then frames as above: contribute, aux = k.
@@ -63,13 +73,14 @@
 namespace fabrix::detail::boot {
 
 inline constexpr std::uint32_t wire_magic = 0x42584246;  // bytes "FBXB"
-inline constexpr std::uint16_t wire_version = 2;
+inline constexpr std::uint16_t wire_version = 3;
 inline constexpr std::size_t max_blob_bytes = std::size_t{64} << 20;
 inline constexpr std::size_t max_token_bytes = 4096;
 inline constexpr std::size_t max_message_bytes = 4096;
 inline constexpr std::size_t nonce_bytes = 16;
 inline constexpr std::size_t hello_prefix_bytes = 8;  // magic, kind, 0, version
-inline constexpr std::size_t hello_bytes = 32;
+inline constexpr std::size_t hello_body_bytes = 32;   // what hello_mac covers
+inline constexpr std::size_t hello_bytes = 64;        // body | hello_mac
 inline constexpr std::size_t frame_header_bytes = 20;
 inline constexpr std::size_t length_bytes = 8;
 inline constexpr std::size_t mac_bytes = digest_bytes;
@@ -108,15 +119,18 @@ struct hello {
   std::uint32_t size = 0;
   std::uint32_t rank = 0;
   nonce rank_nonce{};
+  digest mac{};
 };
 
-std::array<std::byte, hello_bytes> encode_hello(std::uint32_t size, std::uint32_t rank, const nonce& n,
-                                                std::uint16_t version = wire_version) noexcept;
-std::array<std::byte, hello_bytes> encode_link_hello(std::uint32_t size, std::uint32_t rank, std::uint8_t round,
-                                                     const nonce& n) noexcept;
+std::array<std::byte, hello_bytes> encode_hello(std::string_view token, std::uint32_t size, std::uint32_t rank,
+                                                const nonce& n, std::uint16_t version = wire_version) noexcept;
+std::array<std::byte, hello_bytes> encode_link_hello(std::string_view token, std::uint32_t size, std::uint32_t rank,
+                                                     std::uint8_t round, const nonce& n) noexcept;
 // Reads the first hello_prefix_bytes (magic, kind, version) and, when
 // `bytes` has hello_bytes, the rest.
 hello decode_hello(std::span<const std::byte> bytes) noexcept;
+// Whether a whole hello's hello_mac was made with `token`.
+bool hello_vouched(std::string_view token, std::span<const std::byte, hello_bytes> bytes) noexcept;
 
 // What both ends of a handshake agree on (T above).
 struct transcript {

@@ -105,7 +105,7 @@ std::vector<fuzz_input> fabrix_fuzz_seeds() {
   fuzz_input hello{1};
   boot::nonce n{};
   n.fill(std::byte{7});
-  push(hello, boot::encode_hello(4, 1, n));
+  push(hello, boot::encode_hello("fuzz", 4, 1, n));
   seeds.push_back(hello);
   return seeds;
 }

@@ -276,7 +276,7 @@ hand_shake shake_hands(std::uint16_t port, std::uint32_t size, std::uint32_t ran
   h.t.size = size;
   h.t.rank = rank;
   h.t.rank_nonce = fresh_nonce();
-  const auto hello = boot::encode_hello(size, rank, h.t.rank_nonce);
+  const auto hello = boot::encode_hello(token, size, rank, h.t.rank_nonce);
   raw_send(h.fd, hello.data(), hello.size());
   boot::frame_parser ch(2, boot::mac_bytes);
   if (!raw_recv_frame(h.fd, ch) || ch.header().kind != boot::kind::challenge || ch.blobs().size() != 2) return h;
@@ -567,7 +567,7 @@ TEST_CASE("wire: little-endian, bounded, never trusts a length") {
 
   boot::nonce n{};
   for (std::size_t i = 0; i < n.size(); ++i) n[i] = static_cast<std::byte>(0xa0 + i);
-  const auto hello = boot::encode_hello(4, 3, n);
+  const auto hello = boot::encode_hello("tok", 4, 3, n);
   const auto h = boot::decode_hello(hello);
   CHECK(h.magic == boot::wire_magic);
   CHECK(h.kind == static_cast<std::uint8_t>(boot::kind::hello));
@@ -576,6 +576,20 @@ TEST_CASE("wire: little-endian, bounded, never trusts a length") {
   CHECK(h.rank == 3);
   CHECK(h.rank_nonce == n);
   CHECK(boot::decode_hello(std::span(hello).first(5)).magic == 0);  // short: nothing read
+  // hello_mac: made with the job's token, over every byte before it.
+  CHECK(std::equal(h.mac.begin(), h.mac.end(), hello.begin() + boot::hello_body_bytes));
+  CHECK(boot::hello_vouched("tok", hello));
+  CHECK_FALSE(boot::hello_vouched("tok2", hello));
+  for (std::size_t i : {std::size_t{5}, std::size_t{8}, std::size_t{12}, std::size_t{31}, boot::hello_bytes - 1}) {
+    auto altered = hello;
+    altered[i] ^= std::byte{1};
+    CAPTURE(i);
+    CHECK_FALSE(boot::hello_vouched("tok", altered));
+  }
+  const auto link = boot::encode_link_hello("tok", 4, 3, 2, n);  // same body but kind and round: another MAC
+  CHECK(boot::hello_vouched("tok", link));
+  CHECK(boot::decode_hello(link).round == 2);
+  CHECK_FALSE(std::equal(link.begin() + boot::hello_body_bytes, link.end(), hello.begin() + boot::hello_body_bytes));
 
   const auto feed = [](boot::frame_parser& p, std::span<const std::byte> bytes) {
     std::size_t at = 0;
@@ -732,7 +746,7 @@ TEST_CASE("strangers on the port are refused and the real job completes") {
   };
   const std::string http = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
   add("http", std::as_bytes(std::span(http)), expect::nothing);
-  add("wrong version", boot::encode_hello(3, 1, fresh_nonce(), 99), expect::version_reject);
+  add("wrong version", boot::encode_hello("not the job's token", 3, 1, fresh_nonce(), 99), expect::version_reject);
   // What a version 1 rank sent: the token in clear. Refused on the version.
   std::vector<std::byte> v1(20);
   boot::store_le<std::uint32_t>(v1.data(), boot::wire_magic);
@@ -743,7 +757,7 @@ TEST_CASE("strangers on the port are refused and the real job completes") {
   boot::store_le<std::uint32_t>(v1.data() + 16, 5);
   for (char c : std::string_view("token")) v1.push_back(static_cast<std::byte>(c));
   add("version 1 hello", v1, expect::version_reject);
-  const auto hello = boot::encode_hello(3, 1, fresh_nonce());
+  const auto hello = boot::encode_hello("not the job's token", 3, 1, fresh_nonce());
   add("half a hello", std::span(hello).first(10), expect::nothing);
   add("hello, never a proof", hello, expect::challenge_only);
   add("silent", {}, expect::nothing);
@@ -1322,7 +1336,7 @@ TEST_CASE("attack: a fake rank 0 that binds the port first learns neither the to
       });
     }
     const int fd = raw_connect(real_port);
-    raw_send(fd, boot::encode_hello(2, 1, fresh_nonce()).data(), boot::hello_bytes);
+    raw_send(fd, boot::encode_hello("a guess", 2, 1, fresh_nonce()).data(), boot::hello_bytes);
     boot::frame_parser p(2, boot::mac_bytes);
     REQUIRE(raw_recv_frame(fd, p));
     const auto hb = p.raw_header();
@@ -1408,8 +1422,10 @@ TEST_CASE("attack: a fake rank 0 that binds the port first learns neither the to
   std::vector<boot::nonce> nonces;
   for (auto& c : conns) {
     CAPTURE(c.got.size());
-    // All the fake ever received: one hello per connection. No proof, so no
-    // MAC at all (nothing to replay), and never the token.
+    // All the fake ever received: one hello per connection. No proof (nothing
+    // to replay but the hello, which rank 0 challenges afresh), and never the
+    // token; the hello's MAC is over public values, like the challenge the
+    // real rank 0 gives anyone.
     CHECK(c.got.size() == boot::hello_bytes);
     CHECK_FALSE(has_bytes(c.got, token));
     nonces.push_back(boot::decode_hello(c.got).rank_nonce);
@@ -1549,8 +1565,10 @@ TEST_CASE("flood: a job forms while strangers keep opening connections that neve
   REQUIRE(root);
   const std::uint16_t port = root->port();
   // The flooder: up to 300 connections open at once, replaced as fast as it
-  // can: silent ones, ones that send a valid hello and never prove
-  // anything, and garbage.
+  // can: silent ones, ones that send a well-formed hello (its hello_mac not
+  // made with the job's token) and never prove anything, and garbage. All
+  // from 127.0.0.1, like the real ranks: only the vouched hellos of the real
+  // ranks keep them from being dropped with the flood (root.cpp).
   const pid_t flooder = spawn([&] {
     std::deque<int> open;
     std::uint64_t made = 0;
@@ -1566,7 +1584,8 @@ TEST_CASE("flood: a job forms while strangers keep opening connections that neve
       pollfd p{fd, POLLOUT, 0};
       (void)::poll(&p, 1, 50);
       if (made % 3 == 1) {
-        const auto hello = boot::encode_hello(3, 1 + static_cast<std::uint32_t>(made % 2), fresh_nonce());
+        const auto hello =
+            boot::encode_hello("not the job's token", 3, 1 + static_cast<std::uint32_t>(made % 2), fresh_nonce());
         (void)::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
       } else if (made % 3 == 2) {
         const char junk[] = "\x46\x42\x58\x42\x01\x00\x02\x00garbage garbage";
