@@ -12,7 +12,7 @@ namespace ud = fabrix::ucx::detail;
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::span<const std::byte> in(reinterpret_cast<const std::byte*>(data), size);
   if (auto a = ud::parse_address(in)) {
-    FUZZ_ASSERT(!a->worker_address.empty());
+    FUZZ_ASSERT(!a->native.empty());
     const auto again = ud::encode_address(*a);
     FUZZ_ASSERT(again.size() == size && std::memcmp(again.data(), data, size) == 0);
   } else {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <fabrix/detail/completion_ring.hpp>
+#include <fabrix/detail/describe_region.hpp>
 #include <fabrix/detail/import_table.hpp>
 #include <fabrix/fabrix.hpp>
 
@@ -116,15 +117,8 @@ class domain_impl {
   }
   fabrix::result<region_impl> register_memory(void* addr, std::size_t len, fabrix::memory_location where,
                                               fabrix::access rights) {
-    fabrix::remote_buffer rb;
-    rb.provider = fabrix::provider_id::none;
-    rb.rights = rights;
-    rb.location = where;
-    rb.address = reinterpret_cast<std::uintptr_t>(addr);
-    rb.length = len;
-    rb.owner = d_->owner;
-    rb.epoch = d_->epoch++;
-    return region_impl(rb);
+    return region_impl(fabrix::detail::describe_region(
+        fabrix::provider_id::none, reinterpret_cast<std::uintptr_t>(addr), len, where, rights, d_->owner, d_->epoch++));
   }
   std::size_t poll(std::span<fabrix::completion> out) { return d_->ring.drain(out); }
   fabrix::status wait(std::chrono::milliseconds timeout) {

@@ -48,8 +48,8 @@ TEST_CASE("ofi address: round trip, every truncation, trailing bytes, bad magic 
   CHECK(back->process.pid == 4242);
   CHECK(back->process.start_time == 999);
   CHECK(back->secret == a.secret);
-  REQUIRE(back->name.size() == name.size());
-  CHECK(std::memcmp(back->name.data(), name.data(), name.size()) == 0);
+  REQUIRE(back->native.size() == name.size());
+  CHECK(std::memcmp(back->native.data(), name.data(), name.size()) == 0);
   for (std::size_t n = 0; n < blob.size(); ++n)
     CHECK(od::parse_address(std::span(blob).first(n)).error().code == status::invalid_argument);
   auto longer = blob;

@@ -35,8 +35,8 @@ TEST_CASE("ucx address: round trip, truncation, trailing bytes, bad magic") {
   CHECK(back->process.pid == 4242);
   CHECK(back->process.start_time == 999);
   CHECK(back->secret == a.secret);
-  CHECK(back->worker_address.size() == worker.size());
-  CHECK(std::memcmp(back->worker_address.data(), worker.data(), worker.size()) == 0);
+  CHECK(back->native.size() == worker.size());
+  CHECK(std::memcmp(back->native.data(), worker.data(), worker.size()) == 0);
   for (std::size_t n = 0; n < blob.size(); ++n)
     CHECK(ud::parse_address(std::span(blob).first(n)).code() == status::invalid_argument);
   auto longer = blob;

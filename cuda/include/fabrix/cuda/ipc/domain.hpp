@@ -23,6 +23,7 @@
 #include <fabrix/cuda/ipc/state.hpp>
 #include <fabrix/cuda/pointer.hpp>
 #include <fabrix/cuda/runtime.hpp>
+#include <fabrix/detail/describe_region.hpp>
 #include <fabrix/domain_options.hpp>
 #include <fabrix/memory.hpp>
 #include <fabrix/remote_buffer.hpp>
@@ -112,14 +113,8 @@ class domain_impl {
   result<region_impl> register_memory(void* addr, std::size_t len, memory_location where, access rights) {
     device_guard on(d_->device);
     const bool remote = (rights & access::all_remote) != access::local;
-    remote_buffer rb;
-    rb.provider = provider_id::cuda_ipc;
-    rb.rights = rights;
-    rb.location = where;
-    rb.address = reinterpret_cast<std::uintptr_t>(addr);
-    rb.length = len;
-    rb.owner = d_->nonce;
-    rb.epoch = d_->next_epoch++;
+    remote_buffer rb = fabrix::detail::describe_region(provider_id::cuda_ipc, reinterpret_cast<std::uintptr_t>(addr),
+                                                       len, where, rights, d_->nonce, d_->next_epoch++);
     bool host_registered = false, exported = false;
 
     auto info = query_pointer(addr);

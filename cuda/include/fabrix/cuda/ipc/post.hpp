@@ -28,6 +28,7 @@
 #include <fabrix/cuda/ipc/state.hpp>
 #include <fabrix/cuda/kernels.hpp>
 #include <fabrix/cuda/runtime.hpp>
+#include <fabrix/detail/completion_of.hpp>
 #include <fabrix/detail/validate.hpp>
 #include <fabrix/operation.hpp>
 
@@ -117,11 +118,7 @@ inline status post_one(peer_state& p, const operation& o) {
   op->in_use = true;
   op->unsignaled = has(opts, op_options::unsignaled);
   op->peer = &p;
-  op->c.token = o.token;
-  op->c.op = o.code;
-  op->c.flags = o.flags;
-  op->c.imm = o.imm;
-  op->c.bytes = o.code == opcode::flush ? 0 : o.local_bytes();
+  op->c = fabrix::detail::completion_of(o);
   op->st = stage::copying;
   if (o.code == opcode::recv) {  // no stream work: waits for a message
     op->c.bytes = 0;

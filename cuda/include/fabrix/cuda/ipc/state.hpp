@@ -10,6 +10,7 @@
 #include <fabrix/cuda/ipc/wire.hpp>
 #include <fabrix/detail/completion_ring.hpp>
 #include <fabrix/detail/import_table.hpp>
+#include <fabrix/detail/intrusive_fifo.hpp>
 #include <fabrix/detail/siphash.hpp>
 #include <fabrix/detail/slot_pool.hpp>
 #include <fabrix/local_slice.hpp>
@@ -47,28 +48,7 @@ struct op_slot {
 };
 
 // Intrusive FIFO of slots (no allocation).
-struct op_list {
-  op_slot* head = nullptr;
-  op_slot* tail = nullptr;
-  bool empty() const noexcept { return head == nullptr; }
-  void push_back(op_slot* op) noexcept {
-    op->next = nullptr;
-    if (tail)
-      tail->next = op;
-    else
-      head = op;
-    tail = op;
-  }
-  op_slot* pop_front() noexcept {
-    op_slot* op = head;
-    if (op) {
-      head = op->next;
-      if (!head) tail = nullptr;
-      op->next = nullptr;
-    }
-    return op;
-  }
-};
+using op_list = fabrix::detail::intrusive_fifo<op_slot>;
 
 // One Unix socket connection. Outgoing links are made by our connect() and
 // carry our notifications, messages and fd requests; inbound links are

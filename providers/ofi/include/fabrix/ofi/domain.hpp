@@ -26,6 +26,7 @@
 #pragma once
 
 #include <fabrix/capabilities.hpp>
+#include <fabrix/detail/describe_region.hpp>
 #include <fabrix/domain_options.hpp>
 #include <fabrix/memory.hpp>
 #include <fabrix/ofi/address.hpp>
@@ -107,14 +108,8 @@ class domain_impl {
       return unexpected(std::move(e));
     }
 
-    remote_buffer rb;
-    rb.provider = provider_id::ofi;
-    rb.rights = rights;
-    rb.location = where;
-    rb.address = reinterpret_cast<std::uintptr_t>(addr);
-    rb.length = len;
-    rb.owner = d_->nonce;
-    rb.epoch = d_->next_epoch++;
+    remote_buffer rb = fabrix::detail::describe_region(provider_id::ofi, reinterpret_cast<std::uintptr_t>(addr), len,
+                                                       where, rights, d_->nonce, d_->next_epoch++);
     rb.key_size = static_cast<std::uint16_t>(detail::key_blob_size);
     const detail::remote_key key{fi_mr_key(*mr), (d_->mr_mode & FI_MR_VIRT_ADDR) != 0, d_->keys.take(rb.epoch)};
     detail::encode_key(key, std::span<std::byte, detail::key_blob_size>(rb.key.data(), detail::key_blob_size));
@@ -176,7 +171,7 @@ class domain_impl {
     p->peer_secret = peer->secret;
     p->identity = peer->process;
     p->watched = peer->process.node == d_->self.node;
-    p->name.assign(peer->name.begin(), peer->name.end());
+    p->name.assign(peer->native.begin(), peer->native.end());
     // One address-vector entry per peer address, shared by the queue pairs
     // to it and removed with the last of them (endpoint.hpp): shm 1.17
     // forgets an address at its first fi_av_remove, whatever the count.
@@ -186,7 +181,7 @@ class domain_impl {
     if (same) {
       p->addr = same->addr;
     } else {
-      const int n = fi_av_insert(d_->av, peer->name.data(), 1, &p->addr, 0, nullptr);
+      const int n = fi_av_insert(d_->av, peer->native.data(), 1, &p->addr, 0, nullptr);
       if (n != 1) return detail::fail(n < 0 ? n : -FI_EINVAL, "fi_av_insert of the peer's address");
     }
     if (p->watched)

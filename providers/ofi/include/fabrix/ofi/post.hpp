@@ -53,6 +53,7 @@
 // (fail_peer) instead of the caller spinning on again.
 #pragma once
 
+#include <fabrix/detail/completion_of.hpp>
 #include <fabrix/detail/validate.hpp>
 #include <fabrix/ofi/progress.hpp>
 #include <fabrix/ofi/state.hpp>
@@ -121,12 +122,8 @@ inline void fill_slot(domain_state& d, peer_state& p, op_slot* op, const operati
   op->peer = &p;
   op->unsignaled = has(opts, op_options::unsignaled);
   op->fenced = has(opts, op_options::fence);
-  op->c.token = o.token;
-  op->c.op = o.code;
-  op->c.flags = o.flags;
-  op->c.imm = o.imm;
+  op->c = fabrix::detail::completion_of(o);
   op->c.peer = o.code == opcode::recv ? p.peer_id : 0;  // its tag names the sender: this queue pair's peer
-  op->c.bytes = o.code == opcode::flush ? 0 : o.local_bytes();
   op->iov_count = 0;
   if (o.code != opcode::flush) {
     for (const local_slice& l : o.locals()) {

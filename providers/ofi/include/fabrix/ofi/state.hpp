@@ -7,6 +7,7 @@
 #include <fabrix/completion.hpp>
 #include <fabrix/detail/completion_ring.hpp>
 #include <fabrix/detail/import_table.hpp>
+#include <fabrix/detail/intrusive_fifo.hpp>
 #include <fabrix/detail/key_table.hpp>
 #include <fabrix/detail/process_identity.hpp>
 #include <fabrix/detail/siphash.hpp>
@@ -83,33 +84,7 @@ inline op_slot* slot_of(void* context) noexcept { return reinterpret_cast<op_slo
 inline constexpr std::uint64_t notify_tag_bit = std::uint64_t{1} << 63;
 
 // Intrusive FIFO of slots (no allocation).
-struct op_list {
-  op_slot* head = nullptr;
-  op_slot* tail = nullptr;
-  bool empty() const noexcept { return head == nullptr; }
-  void push_back(op_slot* op) noexcept {
-    op->next = nullptr;
-    if (tail)
-      tail->next = op;
-    else
-      head = op;
-    tail = op;
-  }
-  void push_front(op_slot* op) noexcept {
-    op->next = head;
-    head = op;
-    if (!tail) tail = op;
-  }
-  op_slot* pop_front() noexcept {
-    op_slot* op = head;
-    if (op) {
-      head = op->next;
-      if (!head) tail = nullptr;
-      op->next = nullptr;
-    }
-    return op;
-  }
-};
+using op_list = fabrix::detail::intrusive_fifo<op_slot>;
 
 struct domain_state {
   fi_info* info = nullptr;  // the chosen provider's description

@@ -1,66 +1,22 @@
-// The UCX domain's address blob — what connect() takes from a peer:
-//   "FBXA" u16 version  u64 nonce  u64 node  u32 pid  u64 start_time
-//   u8[16] secret  u32 length  + the ucp worker address (length bytes)
-// The secret seals the peer's remote_buffers (see remote_buffer.hpp); it
-// travels only in this blob, i.e. over the bootstrap.
+// The UCX domain's address blob (detail/address_blob.hpp, magic "FBXA"):
+// the native address is the ucp worker address.
 #pragma once
 
-#include <fabrix/detail/siphash.hpp>
-#include <fabrix/remote_buffer.hpp>
-#include <fabrix/result.hpp>
-#include <fabrix/ucx/liveness.hpp>
+#include <fabrix/detail/address_blob.hpp>
 
-#include <cstring>
 #include <span>
 #include <vector>
 
 namespace fabrix::ucx::detail {
 
-struct peer_address {
-  std::uint64_t nonce = 0;
-  process_identity process;
-  fabrix::detail::seal_key secret{};
-  std::span<const std::byte> worker_address;  // points into the parsed blob
-};
-
-inline constexpr std::size_t address_header = 54;
-inline constexpr std::uint16_t address_version = 1;
+using fabrix::detail::peer_address;
+inline constexpr fabrix::detail::address_format address_format{{'F', 'B', 'X', 'A'}, 1, "UCX", "ucx"};
 
 inline std::vector<std::byte> encode_address(const peer_address& a) {
-  std::vector<std::byte> blob(address_header + a.worker_address.size());
-  fabrix::detail::le_writer w(blob.data());
-  w.put_bytes(reinterpret_cast<const std::byte*>("FBXA"), 4);
-  w.put<std::uint16_t>(address_version);
-  w.put<std::uint64_t>(a.nonce);
-  w.put<std::uint64_t>(a.process.node);
-  w.put<std::uint32_t>(a.process.pid);
-  w.put<std::uint64_t>(a.process.start_time);
-  w.put_bytes(reinterpret_cast<const std::byte*>(a.secret.data()), a.secret.size());
-  w.put<std::uint32_t>(static_cast<std::uint32_t>(a.worker_address.size()));
-  w.put_bytes(a.worker_address.data(), a.worker_address.size());
-  return blob;
+  return fabrix::detail::encode_address(address_format, a);
 }
-
-// Refuses anything but a complete blob of this version (invalid_argument).
-// Never reads outside `blob`.
 inline result<peer_address> parse_address(std::span<const std::byte> blob) {
-  if (blob.size() < address_header || std::memcmp(blob.data(), "FBXA", 4) != 0)
-    return unexpected(status::invalid_argument, "not a fabrix UCX address blob", "ucx");
-  fabrix::detail::le_reader r(blob.data() + 4);
-  if (r.get<std::uint16_t>() != address_version)
-    return unexpected(status::invalid_argument, "UCX address blob of another version", "ucx");
-  peer_address a;
-  a.nonce = r.get<std::uint64_t>();
-  a.process.node = r.get<std::uint64_t>();
-  a.process.pid = r.get<std::uint32_t>();
-  a.process.start_time = r.get<std::uint64_t>();
-  std::memcpy(a.secret.data(), r.position(), a.secret.size());
-  r.skip(a.secret.size());
-  const auto len = r.get<std::uint32_t>();
-  if (len == 0 || len != blob.size() - address_header)
-    return unexpected(status::invalid_argument, "UCX address blob length does not match", "ucx");
-  a.worker_address = blob.subspan(address_header);
-  return a;
+  return fabrix::detail::parse_address(address_format, blob);
 }
 
 }  // namespace fabrix::ucx::detail

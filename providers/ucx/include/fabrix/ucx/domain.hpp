@@ -12,6 +12,7 @@
 #pragma once
 
 #include <fabrix/capabilities.hpp>
+#include <fabrix/detail/describe_region.hpp>
 #include <fabrix/domain_options.hpp>
 #include <fabrix/memory.hpp>
 #include <fabrix/remote_buffer.hpp>
@@ -195,14 +196,8 @@ class domain_impl {
                         "packed rkey of " + std::to_string(packed_size) + " bytes exceeds remote_buffer::max_key_size",
                         "ucx");
     }
-    remote_buffer rb;
-    rb.provider = provider_id::ucx;
-    rb.rights = rights;
-    rb.location = where;
-    rb.address = reinterpret_cast<std::uintptr_t>(addr);
-    rb.length = len;
-    rb.owner = d_->nonce;
-    rb.epoch = d_->next_epoch++ | epoch_flags;
+    remote_buffer rb = fabrix::detail::describe_region(provider_id::ucx, reinterpret_cast<std::uintptr_t>(addr), len,
+                                                       where, rights, d_->nonce, d_->next_epoch++ | epoch_flags);
     // An allocated region peers on this node may use directly takes a slot in
     // our key table: they check it before each operation (post.hpp).
     if ((epoch_flags & detail::ucx_allocated) != 0) {
@@ -282,7 +277,7 @@ class domain_impl {
     ucp_ep_params_t ep{};
     ep.field_mask =
         UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    ep.address = reinterpret_cast<const ucp_address_t*>(peer->worker_address.data());
+    ep.address = reinterpret_cast<const ucp_address_t*>(peer->native.data());
     ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
     ep.err_handler.cb = detail::on_peer_error;
     ep.err_handler.arg = p.get();

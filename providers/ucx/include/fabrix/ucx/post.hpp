@@ -36,6 +36,7 @@
 //    only, and fabrix's checked requests and notifications are not UCX RMA.)
 #pragma once
 
+#include <fabrix/detail/completion_of.hpp>
 #include <fabrix/detail/validate.hpp>
 #include <fabrix/operation.hpp>
 #include <fabrix/ucx/progress.hpp>
@@ -277,8 +278,7 @@ inline status post_one(peer_state& p, const operation& o) {
       if (unsignaled)
         ++p.finished;
       else
-        d.ring.push(
-            completion{.token = o.token, .bytes = o.local_bytes(), .op = o.code, .flags = o.flags, .imm = o.imm});
+        d.ring.push(fabrix::detail::completion_of(o));
       return status::ok;
     }
   }
@@ -290,11 +290,7 @@ inline status post_one(peer_state& p, const operation& o) {
   op->in_use = true;
   op->dom = &d;
   op->peer = &p;
-  op->c.token = o.token;
-  op->c.op = o.code;
-  op->c.flags = o.flags;
-  op->c.imm = o.imm;
-  op->c.bytes = o.code == opcode::flush ? 0 : o.local_bytes();
+  op->c = fabrix::detail::completion_of(o);
   op->st = o.code == opcode::flush ? stage::user_flush : stage::data;
   op->unsignaled = has(opts, op_options::unsignaled);
   op->fenced = fenced && o.code != opcode::flush;  // a flush waits for everything before it anyway

@@ -6,6 +6,7 @@
 #include <fabrix/completion.hpp>
 #include <fabrix/detail/completion_ring.hpp>
 #include <fabrix/detail/import_table.hpp>
+#include <fabrix/detail/intrusive_fifo.hpp>
 #include <fabrix/detail/key_table.hpp>
 #include <fabrix/detail/siphash.hpp>
 #include <fabrix/detail/slot_pool.hpp>
@@ -156,28 +157,7 @@ struct op_slot {
 };
 
 // Intrusive FIFO of slots (no allocation).
-struct op_list {
-  op_slot* head = nullptr;
-  op_slot* tail = nullptr;
-  bool empty() const noexcept { return head == nullptr; }
-  void push_back(op_slot* op) noexcept {
-    op->next = nullptr;
-    if (tail)
-      tail->next = op;
-    else
-      head = op;
-    tail = op;
-  }
-  op_slot* pop_front() noexcept {
-    op_slot* op = head;
-    if (op) {
-      head = op->next;
-      if (!head) tail = nullptr;
-      op->next = nullptr;
-    }
-    return op;
-  }
-};
+using op_list = fabrix::detail::intrusive_fifo<op_slot>;
 
 // A closed queue pair's endpoint while UCX still works on it. The domain
 // moves every closing endpoint on in poll()/wait() — together, so closing

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <fabrix/capabilities.hpp>
+#include <fabrix/detail/describe_region.hpp>
 #include <fabrix/domain_options.hpp>
 #include <fabrix/memory.hpp>
 #include <fabrix/remote_buffer.hpp>
@@ -230,14 +231,8 @@ class domain_impl {
 
   result<region_impl> make_region(ibv_mr* mr, std::uint64_t addr, std::size_t len, memory_location where,
                                   access rights) {
-    remote_buffer rb;
-    rb.provider = provider_id::verbs;
-    rb.rights = rights;
-    rb.location = where;
-    rb.address = addr;
-    rb.length = len;
-    rb.owner = d_->nonce;
-    rb.epoch = d_->next_epoch++;
+    remote_buffer rb =
+        fabrix::detail::describe_region(provider_id::verbs, addr, len, where, rights, d_->nonce, d_->next_epoch++);
     rb.key_size = 4;
     fabrix::detail::store_le<std::uint32_t>(rb.key.data(), mr->rkey);
     rb.seal = rb.compute_seal(d_->secret);
