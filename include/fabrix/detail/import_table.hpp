@@ -11,10 +11,12 @@
 #pragma once
 
 #include <fabrix/remote_key.hpp>
+#include <fabrix/result.hpp>
 
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -82,5 +84,24 @@ class import_table {
   std::vector<std::uint32_t> free_;
   std::size_t live_ = 0;
 };
+
+// queue_pair::import on a provider: `checked` is what the provider resolved
+// from the remote_buffer, or nullopt when it refused it (`refused`, `why`:
+// not made by this queue pair's peer, a broken seal or key, ...).
+template <class Entry>
+result<import_ref> import_into(import_table<Entry>& table, std::optional<Entry> checked, const char* provider,
+                               status refused = status::invalid_argument,
+                               const char* why = "not made by this peer, or its seal or key is broken") {
+  if (!checked) return unexpected(refused, std::string("import: ") + why, provider);
+  auto ref = table.add(std::move(*checked));
+  if (!ref) return unexpected(status::no_memory, "import: too many imported keys on this queue pair", provider);
+  return *ref;
+}
+
+// queue_pair::release on a provider whose entries hold nothing to free.
+template <class Entry>
+status release_from(import_table<Entry>& table, import_ref ref) {
+  return table.release(ref) ? status::ok : status::invalid_argument;
+}
 
 }  // namespace fabrix::detail

@@ -10,6 +10,8 @@
 #include <fabrix/cuda/ipc/post.hpp>
 #include <fabrix/cuda/ipc/progress.hpp>
 #include <fabrix/cuda/ipc/state.hpp>
+#include <fabrix/detail/endpoint_base.hpp>
+#include <fabrix/detail/import_table.hpp>
 #include <fabrix/operation.hpp>
 
 #include <memory>
@@ -18,29 +20,20 @@
 
 namespace fabrix::cuda::ipc {
 
-class endpoint_impl {
+namespace detail {
+struct close_endpoint {
+  void operator()(std::unique_ptr<peer_state>&& owned) const noexcept;
+};
+}  // namespace detail
+
+class endpoint_impl : public fabrix::detail::endpoint_base<detail::peer_state, detail::close_endpoint> {
  public:
-  explicit endpoint_impl(std::unique_ptr<detail::peer_state> p) : p_(std::move(p)) {}
-  endpoint_impl(endpoint_impl&&) noexcept = default;
-  endpoint_impl& operator=(endpoint_impl&& o) noexcept {
-    if (this != &o) {
-      teardown();
-      p_ = std::move(o.p_);
-    }
-    return *this;
-  }
-  ~endpoint_impl() { teardown(); }
+  using endpoint_base::endpoint_base;
 
   status post(std::span<const operation> ops, std::size_t& posted) {
     device_guard on(p_->dom->device);
-    for (posted = 0; posted < ops.size(); ++posted) {
-      if (status s = detail::post_one(*p_, ops[posted]); s != status::ok) return s;
-    }
-    return status::ok;
+    return post_each(ops, posted, detail::post_one);
   }
-
-  void set_default_options(op_options defaults) { p_->defaults = defaults; }
-  std::uint64_t finished() const noexcept { return p_ ? p_->finished : 0; }
 
   // An imported key is the region's mapped address, resolved once (resolve:
   // owner, seal, handle; the mapping lives as long as the endpoint).
@@ -48,53 +41,47 @@ class endpoint_impl {
     device_guard on(p_->dom->device);
     status why = status::ok;
     std::byte* base = detail::resolve(*p_, rb, why);
-    if (base == nullptr)
-      return unexpected(why, "import: not made by this peer, not device memory, or its seal or key is broken",
-                        "cuda_ipc");
-    auto ref = p_->imports.add(base);
-    if (!ref) return unexpected(status::no_memory, "import: too many imported keys on this queue pair", "cuda_ipc");
-    return *ref;
+    return fabrix::detail::import_into(p_->imports, base ? std::optional(base) : std::nullopt, "cuda_ipc", why,
+                                       "not made by this peer, not device memory, or its seal or key is broken");
   }
-  status release_key(import_ref ref) { return p_->imports.release(ref) ? status::ok : status::invalid_argument; }
+  status release_key(import_ref ref) { return fabrix::detail::release_from(p_->imports, ref); }
 
-  bool failed() const noexcept { return p_ && p_->failed; }
   cudaStream_t stream() const noexcept { return p_ ? p_->stream : nullptr; }
-
- private:
-  // Waits for the stream, completes what is in flight (notifications that
-  // cannot go out any more say canceled), cancels receives, closes the link
-  // and, when no other endpoint reaches that domain, its mappings.
-  void teardown() noexcept {
-    if (!p_) return;
-    detail::peer_state& p = *p_;
-    detail::domain_state& d = *p.dom;
-    device_guard on(d.device);
-    if (p.stream) cudaStreamSynchronize(p.stream);
-    while (detail::op_slot* op = p.inflight.pop_front()) {
-      if (op->st == detail::stage::copying && cudaEventQuery(d.events[d.slot_index(op)]) != cudaSuccess)
-        op->c.status = status::provider_error;
-      if (op->c.op == opcode::write_with_imm && op->c.status == status::ok)
-        op->c.status = p.failed ? status::peer_unreachable
-                       : send_packet(p.out->fd.get(), packet_type::notify, op->c.imm, op->c.bytes) == status::ok
-                           ? status::ok
-                           : status::canceled;
-      detail::finish(d, op);
-    }
-    while (detail::op_slot* r = p.recvs.pop_front()) {
-      r->c.status = status::canceled;
-      detail::finish(d, r);
-    }
-    std::erase(d.peers, &p);
-    for (auto& l : d.links)
-      if (l->peer == &p) l->peer = nullptr;
-    std::erase_if(d.links, [&](const std::unique_ptr<detail::link>& l) { return l.get() == p.out; });
-    const bool last = std::none_of(d.peers.begin(), d.peers.end(), [&](auto* q) { return q->nonce == p.nonce; });
-    if (last) d.cache.release_owner(p.nonce);
-    if (p.stream) cudaStreamDestroy(p.stream);
-    p_.reset();
-  }
-
-  std::unique_ptr<detail::peer_state> p_;
 };
+
+namespace detail {
+
+// Waits for the stream, completes what is in flight (notifications that
+// cannot go out any more say canceled), cancels receives, closes the link
+// and, when no other endpoint reaches that domain, its mappings.
+inline void close_endpoint::operator()(std::unique_ptr<peer_state>&& owned) const noexcept {
+  peer_state& p = *owned;
+  domain_state& d = *p.dom;
+  device_guard on(d.device);
+  if (p.stream) cudaStreamSynchronize(p.stream);
+  while (detail::op_slot* op = p.inflight.pop_front()) {
+    if (op->st == detail::stage::copying && cudaEventQuery(d.events[d.slot_index(op)]) != cudaSuccess)
+      op->c.status = status::provider_error;
+    if (op->c.op == opcode::write_with_imm && op->c.status == status::ok)
+      op->c.status = p.failed ? status::peer_unreachable
+                     : send_packet(p.out->fd.get(), packet_type::notify, op->c.imm, op->c.bytes) == status::ok
+                         ? status::ok
+                         : status::canceled;
+    detail::finish(d, op);
+  }
+  while (detail::op_slot* r = p.recvs.pop_front()) {
+    r->c.status = status::canceled;
+    detail::finish(d, r);
+  }
+  std::erase(d.peers, &p);
+  for (auto& l : d.links)
+    if (l->peer == &p) l->peer = nullptr;
+  std::erase_if(d.links, [&](const std::unique_ptr<detail::link>& l) { return l.get() == p.out; });
+  const bool last = std::none_of(d.peers.begin(), d.peers.end(), [&](auto* q) { return q->nonce == p.nonce; });
+  if (last) d.cache.release_owner(p.nonce);
+  if (p.stream) cudaStreamDestroy(p.stream);
+}
+
+}  // namespace detail
 
 }  // namespace fabrix::cuda::ipc

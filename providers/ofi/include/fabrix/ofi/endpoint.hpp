@@ -15,6 +15,8 @@
 // kept by finish() and fail_peer() (progress.hpp).
 #pragma once
 
+#include <fabrix/detail/endpoint_base.hpp>
+#include <fabrix/detail/import_table.hpp>
 #include <fabrix/local_slice.hpp>
 #include <fabrix/ofi/post.hpp>
 #include <fabrix/ofi/state.hpp>
@@ -25,42 +27,26 @@
 
 namespace fabrix::ofi {
 
-class endpoint_impl {
+namespace detail {
+struct close_endpoint {
+  void operator()(std::unique_ptr<peer_state>&& owned) const noexcept;
+};
+}  // namespace detail
+
+class endpoint_impl : public fabrix::detail::endpoint_base<detail::peer_state, detail::close_endpoint> {
  public:
-  explicit endpoint_impl(std::unique_ptr<detail::peer_state> p) : p_(std::move(p)) {}
-  endpoint_impl(endpoint_impl&&) noexcept = default;
-  endpoint_impl& operator=(endpoint_impl&& o) noexcept {
-    if (this != &o) {
-      teardown();
-      p_ = std::move(o.p_);
-    }
-    return *this;
-  }
-  ~endpoint_impl() { teardown(); }
+  using endpoint_base::endpoint_base;
 
-  status post(std::span<const operation> ops, std::size_t& posted) {
-    for (posted = 0; posted < ops.size(); ++posted) {
-      if (status s = detail::post_one(*p_, ops[posted]); s != status::ok) return s;
-    }
-    return status::ok;
-  }
-
-  void set_default_options(op_options defaults) { p_->defaults = defaults; }
-  std::uint64_t finished() const noexcept { return p_ ? p_->finished : 0; }
+  status post(std::span<const operation> ops, std::size_t& posted) { return post_each(ops, posted, detail::post_one); }
 
   // An imported key is verified and decoded once (key_for); operations
   // then find it by index.
   result<import_ref> import_key(const remote_buffer& rb) {
     const detail::remote_key* key = detail::key_for(*p_, rb);
-    if (key == nullptr)
-      return unexpected(status::invalid_argument, "import: not made by this peer, or its seal or key is broken", "ofi");
-    auto ref = p_->imports.add(detail::imported_region{*key, rb.address, rb.epoch});
-    if (!ref) return unexpected(status::no_memory, "import: too many imported keys on this queue pair", "ofi");
-    return *ref;
+    return fabrix::detail::import_into(
+        p_->imports, key ? std::optional(detail::imported_region{*key, rb.address, rb.epoch}) : std::nullopt, "ofi");
   }
-  status release_key(import_ref ref) { return p_->imports.release(ref) ? status::ok : status::invalid_argument; }
-
-  bool failed() const noexcept { return p_ && p_->failed; }
+  status release_key(import_ref ref) { return fabrix::detail::release_from(p_->imports, ref); }
 
   // For tests and diagnostics only: posts a write of `src` to the peer's raw
   // libfabric address `target` with key `key`, bypassing every fabrix check
@@ -77,37 +63,36 @@ class endpoint_impl {
     op->rkey = key;
     return detail::post_slot(*p_, op);
   }
-
- private:
-  void teardown() noexcept {
-    if (!p_) return;
-    detail::peer_state& p = *p_;
-    detail::domain_state& d = *p.dom;
-    while (detail::op_slot* op = p.parked.pop_front()) detail::finish(d, op, status::canceled);
-    bool in_flight = false;  // operations libfabric still holds, other than receives
-    for (detail::op_slot* op = d.ops.begin(); op != d.ops.end(); ++op) {
-      if (op->peer != &p || op->st == detail::slot_state::free) continue;
-      if (op->st == detail::slot_state::posted && op->c.op == opcode::recv)
-        fi_cancel(&d.ep->fid, &op->ctx);
-      else if (op->st != detail::slot_state::parked)  // parked: a stale-key operation (post.hpp)
-        in_flight = true;
-      op->peer = nullptr;
-      op->counted = false;
-    }
-    std::erase(d.peers, &p);
-    if (p.busy) std::erase(d.busy, &p);
-    // The address-vector entry goes with the last queue pair to its address
-    // (a domain's address vector is bounded: shm 1.17 holds 256 peers), but
-    // not while an operation to it is still in libfabric's hands: shm would
-    // progress it against a peer region it has just unmapped. Such an entry
-    // stays until the domain closes.
-    const bool shared =
-        std::any_of(d.peers.begin(), d.peers.end(), [&](const detail::peer_state* q) { return q->addr == p.addr; });
-    if (!shared && !in_flight && p.addr != FI_ADDR_UNSPEC) (void)fi_av_remove(d.av, &p.addr, 1, 0);
-    p_.reset();
-  }
-
-  std::unique_ptr<detail::peer_state> p_;
 };
+
+namespace detail {
+
+inline void close_endpoint::operator()(std::unique_ptr<peer_state>&& owned) const noexcept {
+  peer_state& p = *owned;
+  domain_state& d = *p.dom;
+  while (detail::op_slot* op = p.parked.pop_front()) detail::finish(d, op, status::canceled);
+  bool in_flight = false;  // operations libfabric still holds, other than receives
+  for (detail::op_slot* op = d.ops.begin(); op != d.ops.end(); ++op) {
+    if (op->peer != &p || op->st == detail::slot_state::free) continue;
+    if (op->st == detail::slot_state::posted && op->c.op == opcode::recv)
+      fi_cancel(&d.ep->fid, &op->ctx);
+    else if (op->st != detail::slot_state::parked)  // parked: a stale-key operation (post.hpp)
+      in_flight = true;
+    op->peer = nullptr;
+    op->counted = false;
+  }
+  std::erase(d.peers, &p);
+  if (p.busy) std::erase(d.busy, &p);
+  // The address-vector entry goes with the last queue pair to its address
+  // (a domain's address vector is bounded: shm 1.17 holds 256 peers), but
+  // not while an operation to it is still in libfabric's hands: shm would
+  // progress it against a peer region it has just unmapped. Such an entry
+  // stays until the domain closes.
+  const bool shared =
+      std::any_of(d.peers.begin(), d.peers.end(), [&](const detail::peer_state* q) { return q->addr == p.addr; });
+  if (!shared && !in_flight && p.addr != FI_ADDR_UNSPEC) (void)fi_av_remove(d.av, &p.addr, 1, 0);
+}
+
+}  // namespace detail
 
 }  // namespace fabrix::ofi

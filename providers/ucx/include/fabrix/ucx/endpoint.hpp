@@ -5,6 +5,8 @@
 // endpoint is never reused.
 #pragma once
 
+#include <fabrix/detail/endpoint_base.hpp>
+#include <fabrix/detail/import_table.hpp>
 #include <fabrix/operation.hpp>
 #include <fabrix/ucx/post.hpp>
 #include <fabrix/ucx/state.hpp>
@@ -18,43 +20,30 @@
 
 namespace fabrix::ucx {
 
-class endpoint_impl {
+namespace detail {
+struct close_endpoint {
+  void operator()(std::unique_ptr<peer_state>&& owned) const noexcept;
+};
+}  // namespace detail
+
+class endpoint_impl : public fabrix::detail::endpoint_base<detail::peer_state, detail::close_endpoint> {
  public:
-  explicit endpoint_impl(std::unique_ptr<detail::peer_state> p) : p_(std::move(p)) {}
-  endpoint_impl(endpoint_impl&&) noexcept = default;
-  endpoint_impl& operator=(endpoint_impl&& o) noexcept {
-    if (this != &o) {
-      teardown();
-      p_ = std::move(o.p_);
-    }
-    return *this;
-  }
-  ~endpoint_impl() { teardown(); }
+  using endpoint_base::endpoint_base;
 
-  status post(std::span<const operation> ops, std::size_t& posted) {
-    for (posted = 0; posted < ops.size(); ++posted) {
-      if (status s = detail::post_one(*p_, ops[posted]); s != status::ok) return s;
-    }
-    return status::ok;
-  }
+  status post(std::span<const operation> ops, std::size_t& posted) { return post_each(ops, posted, detail::post_one); }
 
-  // The queue pair's default options, applied per op through
-  // detail::options_of (post.hpp says what each option costs here).
-  void set_default_options(op_options defaults) { p_->defaults = defaults; }
-  // Unsignaled ops finished (ok or failed): counted when their completion
-  // would have been pushed (deliver), a direct op inside post(). Only grows.
-  std::uint64_t finished() const noexcept { return p_ ? p_->finished : 0; }
+  // set_default_options: the queue pair's default options, applied per op
+  // through detail::options_of (post.hpp says what each option costs here).
+  // finished(): unsignaled ops finished (ok or failed), counted when their
+  // completion would have been pushed (deliver), a direct op inside post().
 
   // An imported key is the cache entry rkey_for makes (seal checked, rkey
   // unpacked once), held so that the cache never evicts it.
   result<import_ref> import_key(const remote_buffer& rb) {
     detail::rkey_cache::entry* e = detail::rkey_for(*p_, rb);
-    if (e == nullptr)
-      return unexpected(status::invalid_argument, "import: not made by this peer, or its seal or key is broken", "ucx");
-    auto ref = p_->imports.add(e);
-    if (!ref) return unexpected(status::no_memory, "import: too many imported keys on this queue pair", "ucx");
-    detail::rkey_cache::hold(e);
-    return *ref;
+    auto ref = fabrix::detail::import_into(p_->imports, e ? std::optional(e) : std::nullopt, "ucx");
+    if (ref) detail::rkey_cache::hold(e);
+    return ref;
   }
   status release_key(import_ref ref) {
     auto e = p_->imports.release(ref);
@@ -62,71 +51,69 @@ class endpoint_impl {
     detail::rkey_cache::release(*e);
     return status::ok;
   }
-
-  bool failed() const noexcept { return p_ && p_->failed; }
-
- private:
-  // Cancels what is still pending on this endpoint (completions say
-  // canceled) and hands the endpoint to the domain, which closes it without
-  // ever waiting on a peer that is gone, and without making this call wait:
-  //  - error-handling (PEER) endpoints: a flush first, so what was posted
-  //    reaches a live peer, cut short after close_limit, when UCX reports the
-  //    peer failed or (same node) its process is gone; then
-  //    UCP_EP_CLOSE_FLAG_FORCE, which does not wait for the peer at all.
-  //    (A graceful close waits for the peer's acknowledgements, e.g. on the
-  //    ud_verbs wire-up/keepalive lane, until UCX's own timeout when the peer
-  //    has exited — and peers routinely exit before each other.)
-  //  - other endpoints (shared memory; FORCE needs PEER mode): a graceful
-  //    close, which does not need a live peer's help (a dead one: below).
-  // The domain moves all closing endpoints on together in poll()/wait() and
-  // before it destroys the worker (domain_state::advance_closing), so closing
-  // many queue pairs to a peer that does not poll costs one close_limit in
-  // all, not one each.
-  void teardown() noexcept {
-    if (!p_) return;
-    detail::peer_state& p = *p_;
-    detail::domain_state& d = *p.dom;
-    const bool was_failed = p.failed || (p.same_node && detail::process_gone(p.identity));
-    std::erase(d.watched, &p);
-    d.remove_peer(&p);
-    p.failed = true;
-    for (detail::op_slot* op = d.recvs.begin(); op != d.recvs.end(); ++op) {
-      if (op->in_use && op->peer == &p && op->request) ucp_request_cancel(d.worker, op->request);
-    }
-    while (detail::op_slot* f = p.parked.pop_front()) d.deferred.push_back(f);
-    while (detail::op_slot* w = p.parked_imms.pop_front()) d.deferred.push_back(w);
-    detail::run_deferred(d);
-    // Replies queued for this peer are dropped.
-    for (detail::reply_slot* r = d.replies_head; r; r = r->next)
-      if (r->to == &p) r->to = nullptr;
-    // Requests UCX still holds must not reach the closed queue pair:
-    // detached ops complete as canceled when UCX lets go of them, checked
-    // requests at once (their replies would find nobody). Their rkeys live
-    // in the peer state until the close is done.
-    d.each_slot([&](detail::op_slot* op) {
-      if (!op->in_use || op->peer != &p) return;
-      op->peer = nullptr;
-      if (op->rkey) {
-        detail::rkey_cache::release(op->rkey);
-        op->rkey = nullptr;
-      }
-      detail::drop_reply(op, UCS_ERR_CANCELED);
-    });
-
-    detail::closing_endpoint c;
-    c.was_failed = was_failed;
-    c.flush_deadline = std::chrono::steady_clock::now() + detail::domain_state::close_limit;
-    if (p.detects_failure && !was_failed) {
-      ucp_request_param_t fp{};
-      if (ucs_status_ptr_t r = ucp_ep_flush_nbx(p.ep, &fp); UCS_PTR_IS_PTR(r)) c.flush = r;
-    }
-    c.peer = std::move(p_);
-    d.closing.push_back(std::move(c));
-    d.advance_closing();
-  }
-
-  std::unique_ptr<detail::peer_state> p_;
 };
+
+namespace detail {
+
+// Cancels what is still pending on this endpoint (completions say
+// canceled) and hands the endpoint to the domain, which closes it without
+// ever waiting on a peer that is gone, and without making this call wait:
+//  - error-handling (PEER) endpoints: a flush first, so what was posted
+//    reaches a live peer, cut short after close_limit, when UCX reports the
+//    peer failed or (same node) its process is gone; then
+//    UCP_EP_CLOSE_FLAG_FORCE, which does not wait for the peer at all.
+//    (A graceful close waits for the peer's acknowledgements, e.g. on the
+//    ud_verbs wire-up/keepalive lane, until UCX's own timeout when the peer
+//    has exited — and peers routinely exit before each other.)
+//  - other endpoints (shared memory; FORCE needs PEER mode): a graceful
+//    close, which does not need a live peer's help (a dead one: below).
+// The domain moves all closing endpoints on together in poll()/wait() and
+// before it destroys the worker (domain_state::advance_closing), so closing
+// many queue pairs to a peer that does not poll costs one close_limit in
+// all, not one each.
+inline void close_endpoint::operator()(std::unique_ptr<peer_state>&& owned) const noexcept {
+  peer_state& p = *owned;
+  domain_state& d = *p.dom;
+  const bool was_failed = p.failed || (p.same_node && detail::process_gone(p.identity));
+  std::erase(d.watched, &p);
+  d.remove_peer(&p);
+  p.failed = true;
+  for (detail::op_slot* op = d.recvs.begin(); op != d.recvs.end(); ++op) {
+    if (op->in_use && op->peer == &p && op->request) ucp_request_cancel(d.worker, op->request);
+  }
+  while (detail::op_slot* f = p.parked.pop_front()) d.deferred.push_back(f);
+  while (detail::op_slot* w = p.parked_imms.pop_front()) d.deferred.push_back(w);
+  detail::run_deferred(d);
+  // Replies queued for this peer are dropped.
+  for (detail::reply_slot* r = d.replies_head; r; r = r->next)
+    if (r->to == &p) r->to = nullptr;
+  // Requests UCX still holds must not reach the closed queue pair:
+  // detached ops complete as canceled when UCX lets go of them, checked
+  // requests at once (their replies would find nobody). Their rkeys live
+  // in the peer state until the close is done.
+  d.each_slot([&](detail::op_slot* op) {
+    if (!op->in_use || op->peer != &p) return;
+    op->peer = nullptr;
+    if (op->rkey) {
+      detail::rkey_cache::release(op->rkey);
+      op->rkey = nullptr;
+    }
+    detail::drop_reply(op, UCS_ERR_CANCELED);
+  });
+
+  detail::closing_endpoint c;
+  c.was_failed = was_failed;
+  c.flush_deadline = std::chrono::steady_clock::now() + detail::domain_state::close_limit;
+  if (p.detects_failure && !was_failed) {
+    ucp_request_param_t fp{};
+    if (ucs_status_ptr_t r = ucp_ep_flush_nbx(p.ep, &fp); UCS_PTR_IS_PTR(r)) c.flush = r;
+  }
+  c.peer = std::move(owned);
+  d.closing.push_back(std::move(c));
+  d.advance_closing();
+}
+
+}  // namespace detail
 
 }  // namespace fabrix::ucx
 

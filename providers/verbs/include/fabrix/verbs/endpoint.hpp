@@ -15,6 +15,8 @@
 // arrives, since RC completes in order.
 #pragma once
 
+#include <fabrix/detail/endpoint_base.hpp>
+#include <fabrix/detail/import_table.hpp>
 #include <fabrix/operation.hpp>
 #include <fabrix/verbs/handshake.hpp>
 #include <fabrix/verbs/post.hpp>
@@ -32,37 +34,27 @@
 
 namespace fabrix::verbs {
 
-class endpoint_impl {
+namespace detail {
+struct close_endpoint {
+  void operator()(std::unique_ptr<peer_state>&& owned) const noexcept;
+};
+}  // namespace detail
+
+class endpoint_impl : public fabrix::detail::endpoint_base<detail::peer_state, detail::close_endpoint> {
  public:
-  explicit endpoint_impl(std::unique_ptr<detail::peer_state> p) : p_(std::move(p)) {}
-  endpoint_impl(endpoint_impl&&) noexcept = default;
-  endpoint_impl& operator=(endpoint_impl&& o) noexcept {
-    if (this != &o) {
-      teardown();
-      p_ = std::move(o.p_);
-    }
-    return *this;
-  }
-  ~endpoint_impl() { teardown(); }
+  using endpoint_base::endpoint_base;
 
   status post(std::span<const operation> ops, std::size_t& posted) { return detail::post_ops(*p_, ops, posted); }
-
-  void set_default_options(op_options defaults) { p_->defaults = defaults; }
-  std::uint64_t finished() const noexcept { return p_ ? p_->finished : 0; }
 
   // An imported key is checked once (rkey_for: owner, seal, key size).
   result<import_ref> import_key(const remote_buffer& rb) {
     std::uint32_t rkey = 0;
-    if (!detail::rkey_for(*p_, rb, rkey))
-      return unexpected(status::invalid_argument, "import: not made by this peer, or its seal or key is broken",
-                        "verbs");
-    auto ref = p_->imports.add({rb.address, rkey});
-    if (!ref) return unexpected(status::no_memory, "import: too many imported keys on this queue pair", "verbs");
-    return *ref;
+    const bool ok = detail::rkey_for(*p_, rb, rkey);
+    return fabrix::detail::import_into(
+        p_->imports, ok ? std::optional(detail::peer_state::imported_region{rb.address, rkey}) : std::nullopt, "verbs");
   }
-  status release_key(import_ref ref) { return p_->imports.release(ref) ? status::ok : status::invalid_argument; }
+  status release_key(import_ref ref) { return fabrix::detail::release_from(p_->imports, ref); }
 
-  bool failed() const noexcept { return p_ && p_->failed; }
   // Why the queue pair failed (empty while it works).
   std::string failure() const { return p_ ? p_->failure_text : std::string("moved-from endpoint"); }
   std::uint32_t qp_num() const noexcept { return p_->qp->qp_num; }
@@ -74,41 +66,40 @@ class endpoint_impl {
   }
   std::uint32_t max_inline() const noexcept { return p_->max_inline; }
   detail::peer_state& state() noexcept { return *p_; }
-
- private:
-  void teardown() noexcept {
-    if (!p_) return;
-    detail::peer_state& p = *p_;
-    detail::domain_state& d = *p.dom;
-    // rdma_cm: tell the peer (it sees DISCONNECTED and fails its side at once).
-    if (p.cm_id && p.phase == detail::peer_state::cm_phase::up && !p.disconnected) (void)rdma_disconnect(p.cm_id);
-    if (p.qp) {
-      detail::to_error(p.qp);
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-      while (!p.ring.empty() && std::chrono::steady_clock::now() < deadline)
-        if (detail::drive(d, ~std::size_t{0}) == 0) ::usleep(100);
-      if (!p.ring.empty()) {
-        std::fprintf(stderr, "fabrix verbs: %u work requests did not flush in 2 s; abandoning them\n",
-                     p.ring.in_flight());
-        // Their CQ credits come back, and a liveness probe among them gives
-        // back its reserved place instead (it took no credit).
-        // Abandoned unsignaled operations count as finished (failed).
-        std::uint32_t probes = 0;
-        const std::uint32_t n = p.ring.retire_through(p.ring.next_seq() - 1, [&](const detail::sq_entry& e, bool) {
-          probes += e.internal ? 1 : 0;
-          p.finished += e.unsignaled ? 1 : 0;
-        });
-        d.credits.give(n - probes);
-        d.probes_in_flight -= probes;
-      }
-    }
-    detail::fail_waiting_recvs(d, p, status::canceled);
-    detail::forget_peer(d, p);
-    detail::destroy_peer_resources(p);
-    p_.reset();
-  }
-
-  std::unique_ptr<detail::peer_state> p_;
 };
+
+namespace detail {
+
+inline void close_endpoint::operator()(std::unique_ptr<peer_state>&& owned) const noexcept {
+  peer_state& p = *owned;
+  domain_state& d = *p.dom;
+  // rdma_cm: tell the peer (it sees DISCONNECTED and fails its side at once).
+  if (p.cm_id && p.phase == detail::peer_state::cm_phase::up && !p.disconnected) (void)rdma_disconnect(p.cm_id);
+  if (p.qp) {
+    detail::to_error(p.qp);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (!p.ring.empty() && std::chrono::steady_clock::now() < deadline)
+      if (detail::drive(d, ~std::size_t{0}) == 0) ::usleep(100);
+    if (!p.ring.empty()) {
+      std::fprintf(stderr, "fabrix verbs: %u work requests did not flush in 2 s; abandoning them\n",
+                   p.ring.in_flight());
+      // Their CQ credits come back, and a liveness probe among them gives
+      // back its reserved place instead (it took no credit).
+      // Abandoned unsignaled operations count as finished (failed).
+      std::uint32_t probes = 0;
+      const std::uint32_t n = p.ring.retire_through(p.ring.next_seq() - 1, [&](const detail::sq_entry& e, bool) {
+        probes += e.internal ? 1 : 0;
+        p.finished += e.unsignaled ? 1 : 0;
+      });
+      d.credits.give(n - probes);
+      d.probes_in_flight -= probes;
+    }
+  }
+  detail::fail_waiting_recvs(d, p, status::canceled);
+  detail::forget_peer(d, p);
+  detail::destroy_peer_resources(p);
+}
+
+}  // namespace detail
 
 }  // namespace fabrix::verbs
