@@ -2,6 +2,8 @@
 // dispatch to rank 0's side (root.cpp) or a peer's side (peer.cpp).
 #include "state.hpp"
 
+#include <fabrix/detail/env.hpp>
+
 #include <cstdlib>
 #include <string>
 
@@ -111,15 +113,12 @@ result<bootstrap> bootstrap::create(const bootstrap_config& config, const bootst
 
 namespace {
 
-bool set(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0';
-}
+bool set(const char* name) { return detail::env_text(name) != nullptr; }
 
 }  // namespace
 
 result<bootstrap> bootstrap::from_env(const bootstrap_options& opts) {
-  const char* engine_var = std::getenv("FABRIX_BOOTSTRAP_ENGINE");
+  const char* engine_var = detail::env_text("FABRIX_BOOTSTRAP_ENGINE");
   const std::string engine = engine_var != nullptr ? engine_var : "";
   if (engine == "pmix") return from_pmix(opts);
   if (!engine.empty() && engine != "tcp" && engine != "auto")

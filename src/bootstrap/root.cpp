@@ -19,6 +19,8 @@
 // retries. Authenticated ranks are never dropped.
 #include "state.hpp"
 
+#include <fabrix/detail/env.hpp>
+
 #include <poll.h>
 #include <sys/socket.h>
 #include <cerrno>
@@ -247,7 +249,7 @@ namespace {
 result<std::uint16_t> choose_exchange(const bootstrap_options& opts, int size) {
   bootstrap_exchange e = opts.exchange;
   if (e == bootstrap_exchange::automatic) {
-    const char* v = std::getenv("FABRIX_BOOTSTRAP_EXCHANGE");
+    const char* v = env_text("FABRIX_BOOTSTRAP_EXCHANGE");
     const std::string text = v != nullptr ? v : "";
     if (text == "star")
       e = bootstrap_exchange::star;

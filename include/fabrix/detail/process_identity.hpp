@@ -28,6 +28,7 @@
 // the same pid (start time differs) all count as dead.
 #pragma once
 
+#include <fabrix/detail/env.hpp>
 #include <fabrix/detail/fnv1a.hpp>
 
 #include <cstdint>
@@ -86,7 +87,7 @@ inline std::string node_description() {
     while (!where.empty() && where.back() == '\n') where.pop_back();
   }
   where += ", " + namespace_of("/proc/self/ns/pid");
-  if (const char* id = std::getenv("FABRIX_NODE_ID"); id && *id) {
+  if (const char* id = env_text("FABRIX_NODE_ID")) {
     where += ", FABRIX_NODE_ID=";
     where += id;
     return where;

@@ -8,6 +8,7 @@
 // only in this blob. Needs no CUDA headers.
 #pragma once
 
+#include <fabrix/detail/env.hpp>
 #include <fabrix/detail/fnv1a.hpp>
 #include <fabrix/detail/little_endian.hpp>
 #include <fabrix/detail/process_identity.hpp>
@@ -71,7 +72,7 @@ inline std::uint64_t node_id() {
     std::fclose(f);
   }
   where += '/';
-  if (const char* id = std::getenv("FABRIX_NODE_ID"); id != nullptr && *id != '\0') {
+  if (const char* id = fabrix::detail::env_text("FABRIX_NODE_ID")) {
     where += id;
   } else {
     where += host_name();

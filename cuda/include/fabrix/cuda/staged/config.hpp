@@ -4,11 +4,12 @@
 // bounce memory is chunk × depth × operations bytes, allocated and
 // registered with the network provider once, when the domain is created.
 //
-// from_env() reads FABRIX_STAGING_CHUNK (bytes; k/m suffixes),
+// from_env() reads FABRIX_STAGING_CHUNK (bytes; k/m/g suffixes),
 // FABRIX_STAGING_DEPTH, FABRIX_STAGING_OPS and FABRIX_STAGING_DEVICE (the
 // CUDA ordinal whose stream does the copies). Needs no CUDA headers.
 #pragma once
 
+#include <fabrix/detail/env.hpp>
 #include <fabrix/result.hpp>
 
 #include <cstddef>
@@ -42,28 +43,14 @@ struct staging_config {
 
   static result<staging_config> from_env() {
     staging_config c;
-    if (!read("FABRIX_STAGING_CHUNK", c.chunk, true) || !read("FABRIX_STAGING_DEPTH", c.depth, false) ||
-        !read("FABRIX_STAGING_OPS", c.operations, false) || !read("FABRIX_STAGING_DEVICE", c.device, false))
-      return unexpected(status::invalid_argument,
-                        "FABRIX_STAGING_{CHUNK,DEPTH,OPS,DEVICE} must be decimal numbers (CHUNK may end in k or m)",
-                        "staging");
+    std::string why;
+    constexpr long long most = 1ll << 40;  // checked() bounds each value
+    if (!fabrix::detail::env_number("FABRIX_STAGING_CHUNK", c.chunk, 0, most, why, /*sizes=*/true) ||
+        !fabrix::detail::env_number("FABRIX_STAGING_DEPTH", c.depth, 0, most, why) ||
+        !fabrix::detail::env_number("FABRIX_STAGING_OPS", c.operations, 0, most, why) ||
+        !fabrix::detail::env_number("FABRIX_STAGING_DEVICE", c.device, 0, 1 << 16, why))
+      return unexpected(status::invalid_argument, why, "staging");
     return c.checked();
-  }
-
- private:
-  template <class T>
-  static bool read(const char* name, T& out, bool suffix) {
-    const char* v = std::getenv(name);
-    if (v == nullptr || *v == '\0') return true;
-    char* end = nullptr;
-    const unsigned long long n = std::strtoull(v, &end, 10);
-    if (end == v) return false;
-    unsigned long long scale = 1;
-    if (suffix && (*end == 'k' || *end == 'K')) scale = 1ull << 10, ++end;
-    if (suffix && (*end == 'm' || *end == 'M')) scale = 1ull << 20, ++end;
-    if (*end != '\0' || n > (1ull << 40) / scale) return false;
-    out = static_cast<T>(n * scale);
-    return static_cast<unsigned long long>(out) == n * scale;
   }
 };
 

@@ -16,6 +16,7 @@
 // FI_MR_MMU_NOTIFY, FI_MR_RMA_EVENT, FI_RX_CQ_DATA mode) are not offered.
 #pragma once
 
+#include <fabrix/detail/env.hpp>
 #include <fabrix/detail/little_endian.hpp>
 #include <fabrix/domain_options.hpp>
 #include <fabrix/ofi/progress.hpp>
@@ -61,7 +62,7 @@ inline char* dup_string(const std::string& s) {
 // driver (libcuda.so.1) can be loaded — on a machine without one, asking
 // would only narrow the choice (shm's FI_HMEM variant has no atomics).
 inline bool want_hmem() {
-  if (const char* v = std::getenv("FABRIX_OFI_HMEM"); v && *v) return std::strcmp(v, "0") != 0;
+  if (const char* v = fabrix::detail::env_text("FABRIX_OFI_HMEM")) return std::strcmp(v, "0") != 0;
   void* h = ::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
   if (h == nullptr) return false;
   ::dlclose(h);
@@ -247,16 +248,9 @@ inline constexpr long default_shm_op_timeout_ms = 10000;
 
 inline result<std::chrono::milliseconds> op_timeout_for(const char* prov_name) {
   long ms = std::strcmp(prov_name, "shm") == 0 ? default_shm_op_timeout_ms : 0;
-  if (const char* v = std::getenv("FABRIX_OFI_OP_TIMEOUT_MS"); v && *v) {
-    char* end = nullptr;
-    errno = 0;
-    const long n = std::strtol(v, &end, 10);
-    if (*end != '\0' || errno != 0 || n < 0 || n > 24L * 3600 * 1000)
-      return unexpected(status::invalid_argument,
-                        std::string("FABRIX_OFI_OP_TIMEOUT_MS=") + v + " is not a number of ms in [0, 86400000]",
-                        "ofi");
-    ms = n;
-  }
+  std::string why;
+  if (!fabrix::detail::env_number("FABRIX_OFI_OP_TIMEOUT_MS", ms, 0, 24L * 3600 * 1000, why))
+    return unexpected(status::invalid_argument, why, "ofi");
   return std::chrono::milliseconds(ms);
 }
 
@@ -304,7 +298,7 @@ inline result<void> open_objects(domain_state& d) {
 
   // FABRIX_OFI_NOTIFY_BY_MESSAGE=1 forces the message path where CQ data
   // would do (so that tests exercise it on any provider).
-  const char* by_message = std::getenv("FABRIX_OFI_NOTIFY_BY_MESSAGE");
+  const char* by_message = fabrix::detail::env_text("FABRIX_OFI_NOTIFY_BY_MESSAGE");
   // completion::peer of a remote_write_imm: shm names the sender of a
   // remote-write CQ entry (FI_SOURCE); rxm 1.17 writes those entries without
   // their source (rxm_handle_remote_write), and other providers are not

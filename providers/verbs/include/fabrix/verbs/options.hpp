@@ -4,6 +4,7 @@
 // passed in code. Read once, when a domain is created.
 #pragma once
 
+#include <fabrix/detail/env.hpp>
 #include <fabrix/result.hpp>
 
 #include <chrono>
@@ -56,23 +57,8 @@ struct options {
 };
 
 namespace detail {
-
-// Reads an integer variable into `out` if set; false (with `why`) when the
-// value is not a number in [lo, hi].
-template <class T>
-bool env_number(const char* name, T& out, long lo, long hi, std::string& why) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return true;
-  char* end = nullptr;
-  const long n = std::strtol(v, &end, 10);
-  if (*end != '\0' || n < lo || n > hi) {
-    why = std::string(name) + "=" + v + " is not a number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
-    return false;
-  }
-  out = static_cast<T>(n);
-  return true;
-}
-
+using fabrix::detail::env_number;
+using fabrix::detail::env_text;
 }  // namespace detail
 
 // `base` with the environment applied, or invalid_argument naming the variable.
@@ -91,7 +77,7 @@ inline result<options> options_from_env(options base = {}) {
       !detail::env_number("FABRIX_VERBS_CM_PORT", base.cm_port, 0, 65535, why) ||
       !detail::env_number("FABRIX_VERBS_PROBE_MS", base.probe_ms, 0, 3600 * 1000, why))
     return unexpected(status::invalid_argument, why, "verbs");
-  if (const char* m = std::getenv("FABRIX_VERBS_CONNECT"); m && *m) {
+  if (const char* m = detail::env_text("FABRIX_VERBS_CONNECT")) {
     const std::string v = m;
     if (v == "bootstrap")
       base.connect = connect_method::bootstrap;
@@ -102,7 +88,7 @@ inline result<options> options_from_env(options base = {}) {
                         "verbs");
   }
   base.connect_timeout = std::chrono::milliseconds(connect_ms);
-  if (const char* d = std::getenv("FABRIX_VERBS_DEVICE"); d && *d) base.device = d;
+  if (const char* d = detail::env_text("FABRIX_VERBS_DEVICE")) base.device = d;
   return base;
 }
 
