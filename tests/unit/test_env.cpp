@@ -55,18 +55,20 @@ TEST_CASE("env kit: numbers in range are read, with size suffixes where allowed"
   for (auto [text, want] : {std::pair{"64k", 64ll << 10}, {"3M", 3ll << 20}, {"2g", 2ll << 30}, {"4096", 4096ll}}) {
     scoped_env e(text);
     long long v = 0;
-    CAPTURE(text);
+    const std::string shown = text;
+    CAPTURE(shown);
     CHECK(env_number(var, v, 0, 1ll << 40, why, /*sizes=*/true));
     CHECK(v == want);
   }
 }
 
 TEST_CASE("env kit: anything else is refused, naming the variable, and the value stays") {
-  for (const char* text : {"abc", "12x", "1.5", " 3", "101", "-2", "99999999999999999999999", "k", "5kb"}) {
+  for (const char* text : {"abc", "12x", "1.5", " 3", "+3", "101", "-2", "99999999999999999999999", "k", "5kb"}) {
     scoped_env e(text);
     int v = 9;
     std::string why;
-    CAPTURE(text);
+    const std::string shown = text;
+    CAPTURE(shown);
     CHECK_FALSE(env_number(var, v, -1, 100, why));
     CHECK(v == 9);
     CHECK(why.find(std::string(var) + "=" + text) == 0);

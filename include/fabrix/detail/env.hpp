@@ -80,7 +80,8 @@ bool env_number(const char* name, T& out, long long lo, long long hi, std::strin
     scale = suffix == 'k' ? 1ll << 10 : suffix == 'm' ? 1ll << 20 : suffix == 'g' ? 1ll << 30 : 1;
     if (scale != 1) ++end;
   }
-  const bool number = end != v && *end == '\0' && errno == 0 && n >= lo / scale && n <= hi / scale;
+  const bool digits_first = (v[0] >= '0' && v[0] <= '9') || v[0] == '-';  // no blanks or '+' (strtoll takes them)
+  const bool number = digits_first && end != v && *end == '\0' && errno == 0 && n >= lo / scale && n <= hi / scale;
   if (!number || n * scale < lo || n * scale > hi) {
     why = std::string(name) + "=" + v + " is not a number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]" +
           (sizes ? " (k, m and g suffixes allowed)" : "");
