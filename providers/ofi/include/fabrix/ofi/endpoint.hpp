@@ -28,9 +28,35 @@
 namespace fabrix::ofi {
 
 namespace detail {
+
 struct close_endpoint {
-  void operator()(std::unique_ptr<peer_state>&& owned) const noexcept;
+  void operator()(std::unique_ptr<peer_state>&& owned) const noexcept {
+    peer_state& p = *owned;
+    domain_state& d = *p.dom;
+    while (detail::op_slot* op = p.parked.pop_front()) detail::finish(d, op, status::canceled);
+    bool in_flight = false;  // operations libfabric still holds, other than receives
+    for (detail::op_slot* op = d.ops.begin(); op != d.ops.end(); ++op) {
+      if (op->peer != &p || op->st == detail::slot_state::free) continue;
+      if (op->st == detail::slot_state::posted && op->c.op == opcode::recv)
+        fi_cancel(&d.ep->fid, &op->ctx);
+      else if (op->st != detail::slot_state::parked)  // parked: a stale-key operation (post.hpp)
+        in_flight = true;
+      op->peer = nullptr;
+      op->counted = false;
+    }
+    std::erase(d.peers, &p);
+    if (p.busy) std::erase(d.busy, &p);
+    // The address-vector entry goes with the last queue pair to its address
+    // (a domain's address vector is bounded: shm 1.17 holds 256 peers), but
+    // not while an operation to it is still in libfabric's hands: shm would
+    // progress it against a peer region it has just unmapped. Such an entry
+    // stays until the domain closes.
+    const bool shared =
+        std::any_of(d.peers.begin(), d.peers.end(), [&](const detail::peer_state* q) { return q->addr == p.addr; });
+    if (!shared && !in_flight && p.addr != FI_ADDR_UNSPEC) (void)fi_av_remove(d.av, &p.addr, 1, 0);
+  }
 };
+
 }  // namespace detail
 
 class endpoint_impl : public fabrix::detail::endpoint_base<detail::peer_state, detail::close_endpoint> {
@@ -64,35 +90,5 @@ class endpoint_impl : public fabrix::detail::endpoint_base<detail::peer_state, d
     return detail::post_slot(*p_, op);
   }
 };
-
-namespace detail {
-
-inline void close_endpoint::operator()(std::unique_ptr<peer_state>&& owned) const noexcept {
-  peer_state& p = *owned;
-  domain_state& d = *p.dom;
-  while (detail::op_slot* op = p.parked.pop_front()) detail::finish(d, op, status::canceled);
-  bool in_flight = false;  // operations libfabric still holds, other than receives
-  for (detail::op_slot* op = d.ops.begin(); op != d.ops.end(); ++op) {
-    if (op->peer != &p || op->st == detail::slot_state::free) continue;
-    if (op->st == detail::slot_state::posted && op->c.op == opcode::recv)
-      fi_cancel(&d.ep->fid, &op->ctx);
-    else if (op->st != detail::slot_state::parked)  // parked: a stale-key operation (post.hpp)
-      in_flight = true;
-    op->peer = nullptr;
-    op->counted = false;
-  }
-  std::erase(d.peers, &p);
-  if (p.busy) std::erase(d.busy, &p);
-  // The address-vector entry goes with the last queue pair to its address
-  // (a domain's address vector is bounded: shm 1.17 holds 256 peers), but
-  // not while an operation to it is still in libfabric's hands: shm would
-  // progress it against a peer region it has just unmapped. Such an entry
-  // stays until the domain closes.
-  const bool shared =
-      std::any_of(d.peers.begin(), d.peers.end(), [&](const detail::peer_state* q) { return q->addr == p.addr; });
-  if (!shared && !in_flight && p.addr != FI_ADDR_UNSPEC) (void)fi_av_remove(d.av, &p.addr, 1, 0);
-}
-
-}  // namespace detail
 
 }  // namespace fabrix::ofi

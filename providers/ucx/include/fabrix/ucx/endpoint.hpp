@@ -21,9 +21,67 @@
 namespace fabrix::ucx {
 
 namespace detail {
+
+// Cancels what is still pending on this endpoint (completions say
+// canceled) and hands the endpoint to the domain, which closes it without
+// ever waiting on a peer that is gone, and without making this call wait:
+//  - error-handling (PEER) endpoints: a flush first, so what was posted
+//    reaches a live peer, cut short after close_limit, when UCX reports the
+//    peer failed or (same node) its process is gone; then
+//    UCP_EP_CLOSE_FLAG_FORCE, which does not wait for the peer at all.
+//    (A graceful close waits for the peer's acknowledgements, e.g. on the
+//    ud_verbs wire-up/keepalive lane, until UCX's own timeout when the peer
+//    has exited — and peers routinely exit before each other.)
+//  - other endpoints (shared memory; FORCE needs PEER mode): a graceful
+//    close, which does not need a live peer's help (a dead one: below).
+// The domain moves all closing endpoints on together in poll()/wait() and
+// before it destroys the worker (domain_state::advance_closing), so closing
+// many queue pairs to a peer that does not poll costs one close_limit in
+// all, not one each.
 struct close_endpoint {
-  void operator()(std::unique_ptr<peer_state>&& owned) const noexcept;
+  void operator()(std::unique_ptr<peer_state>&& owned) const noexcept {
+    peer_state& p = *owned;
+    domain_state& d = *p.dom;
+    const bool was_failed = p.failed || (p.same_node && detail::process_gone(p.identity));
+    std::erase(d.watched, &p);
+    d.remove_peer(&p);
+    p.failed = true;
+    for (detail::op_slot* op = d.recvs.begin(); op != d.recvs.end(); ++op) {
+      if (op->in_use && op->peer == &p && op->request) ucp_request_cancel(d.worker, op->request);
+    }
+    while (detail::op_slot* f = p.parked.pop_front()) d.deferred.push_back(f);
+    while (detail::op_slot* w = p.parked_imms.pop_front()) d.deferred.push_back(w);
+    detail::run_deferred(d);
+    // Replies queued for this peer are dropped.
+    for (detail::reply_slot* r = d.replies_head; r; r = r->next)
+      if (r->to == &p) r->to = nullptr;
+    // Requests UCX still holds must not reach the closed queue pair:
+    // detached ops complete as canceled when UCX lets go of them, checked
+    // requests at once (their replies would find nobody). Their rkeys live
+    // in the peer state until the close is done.
+    d.each_slot([&](detail::op_slot* op) {
+      if (!op->in_use || op->peer != &p) return;
+      op->peer = nullptr;
+      if (op->rkey) {
+        detail::rkey_cache::release(op->rkey);
+        op->rkey = nullptr;
+      }
+      detail::drop_reply(op, UCS_ERR_CANCELED);
+    });
+
+    detail::closing_endpoint c;
+    c.was_failed = was_failed;
+    c.flush_deadline = std::chrono::steady_clock::now() + detail::domain_state::close_limit;
+    if (p.detects_failure && !was_failed) {
+      ucp_request_param_t fp{};
+      if (ucs_status_ptr_t r = ucp_ep_flush_nbx(p.ep, &fp); UCS_PTR_IS_PTR(r)) c.flush = r;
+    }
+    c.peer = std::move(owned);
+    d.closing.push_back(std::move(c));
+    d.advance_closing();
+  }
 };
+
 }  // namespace detail
 
 class endpoint_impl : public fabrix::detail::endpoint_base<detail::peer_state, detail::close_endpoint> {
@@ -52,68 +110,6 @@ class endpoint_impl : public fabrix::detail::endpoint_base<detail::peer_state, d
     return status::ok;
   }
 };
-
-namespace detail {
-
-// Cancels what is still pending on this endpoint (completions say
-// canceled) and hands the endpoint to the domain, which closes it without
-// ever waiting on a peer that is gone, and without making this call wait:
-//  - error-handling (PEER) endpoints: a flush first, so what was posted
-//    reaches a live peer, cut short after close_limit, when UCX reports the
-//    peer failed or (same node) its process is gone; then
-//    UCP_EP_CLOSE_FLAG_FORCE, which does not wait for the peer at all.
-//    (A graceful close waits for the peer's acknowledgements, e.g. on the
-//    ud_verbs wire-up/keepalive lane, until UCX's own timeout when the peer
-//    has exited — and peers routinely exit before each other.)
-//  - other endpoints (shared memory; FORCE needs PEER mode): a graceful
-//    close, which does not need a live peer's help (a dead one: below).
-// The domain moves all closing endpoints on together in poll()/wait() and
-// before it destroys the worker (domain_state::advance_closing), so closing
-// many queue pairs to a peer that does not poll costs one close_limit in
-// all, not one each.
-inline void close_endpoint::operator()(std::unique_ptr<peer_state>&& owned) const noexcept {
-  peer_state& p = *owned;
-  domain_state& d = *p.dom;
-  const bool was_failed = p.failed || (p.same_node && detail::process_gone(p.identity));
-  std::erase(d.watched, &p);
-  d.remove_peer(&p);
-  p.failed = true;
-  for (detail::op_slot* op = d.recvs.begin(); op != d.recvs.end(); ++op) {
-    if (op->in_use && op->peer == &p && op->request) ucp_request_cancel(d.worker, op->request);
-  }
-  while (detail::op_slot* f = p.parked.pop_front()) d.deferred.push_back(f);
-  while (detail::op_slot* w = p.parked_imms.pop_front()) d.deferred.push_back(w);
-  detail::run_deferred(d);
-  // Replies queued for this peer are dropped.
-  for (detail::reply_slot* r = d.replies_head; r; r = r->next)
-    if (r->to == &p) r->to = nullptr;
-  // Requests UCX still holds must not reach the closed queue pair:
-  // detached ops complete as canceled when UCX lets go of them, checked
-  // requests at once (their replies would find nobody). Their rkeys live
-  // in the peer state until the close is done.
-  d.each_slot([&](detail::op_slot* op) {
-    if (!op->in_use || op->peer != &p) return;
-    op->peer = nullptr;
-    if (op->rkey) {
-      detail::rkey_cache::release(op->rkey);
-      op->rkey = nullptr;
-    }
-    detail::drop_reply(op, UCS_ERR_CANCELED);
-  });
-
-  detail::closing_endpoint c;
-  c.was_failed = was_failed;
-  c.flush_deadline = std::chrono::steady_clock::now() + detail::domain_state::close_limit;
-  if (p.detects_failure && !was_failed) {
-    ucp_request_param_t fp{};
-    if (ucs_status_ptr_t r = ucp_ep_flush_nbx(p.ep, &fp); UCS_PTR_IS_PTR(r)) c.flush = r;
-  }
-  c.peer = std::move(owned);
-  d.closing.push_back(std::move(c));
-  d.advance_closing();
-}
-
-}  // namespace detail
 
 }  // namespace fabrix::ucx
 

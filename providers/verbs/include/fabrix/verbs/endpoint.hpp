@@ -35,9 +35,39 @@
 namespace fabrix::verbs {
 
 namespace detail {
+
 struct close_endpoint {
-  void operator()(std::unique_ptr<peer_state>&& owned) const noexcept;
+  void operator()(std::unique_ptr<peer_state>&& owned) const noexcept {
+    peer_state& p = *owned;
+    domain_state& d = *p.dom;
+    // rdma_cm: tell the peer (it sees DISCONNECTED and fails its side at once).
+    if (p.cm_id && p.phase == detail::peer_state::cm_phase::up && !p.disconnected) (void)rdma_disconnect(p.cm_id);
+    if (p.qp) {
+      detail::to_error(p.qp);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+      while (!p.ring.empty() && std::chrono::steady_clock::now() < deadline)
+        if (detail::drive(d, ~std::size_t{0}) == 0) ::usleep(100);
+      if (!p.ring.empty()) {
+        std::fprintf(stderr, "fabrix verbs: %u work requests did not flush in 2 s; abandoning them\n",
+                     p.ring.in_flight());
+        // Their CQ credits come back, and a liveness probe among them gives
+        // back its reserved place instead (it took no credit).
+        // Abandoned unsignaled operations count as finished (failed).
+        std::uint32_t probes = 0;
+        const std::uint32_t n = p.ring.retire_through(p.ring.next_seq() - 1, [&](const detail::sq_entry& e, bool) {
+          probes += e.internal ? 1 : 0;
+          p.finished += e.unsignaled ? 1 : 0;
+        });
+        d.credits.give(n - probes);
+        d.probes_in_flight -= probes;
+      }
+    }
+    detail::fail_waiting_recvs(d, p, status::canceled);
+    detail::forget_peer(d, p);
+    detail::destroy_peer_resources(p);
+  }
 };
+
 }  // namespace detail
 
 class endpoint_impl : public fabrix::detail::endpoint_base<detail::peer_state, detail::close_endpoint> {
@@ -67,39 +97,5 @@ class endpoint_impl : public fabrix::detail::endpoint_base<detail::peer_state, d
   std::uint32_t max_inline() const noexcept { return p_->max_inline; }
   detail::peer_state& state() noexcept { return *p_; }
 };
-
-namespace detail {
-
-inline void close_endpoint::operator()(std::unique_ptr<peer_state>&& owned) const noexcept {
-  peer_state& p = *owned;
-  domain_state& d = *p.dom;
-  // rdma_cm: tell the peer (it sees DISCONNECTED and fails its side at once).
-  if (p.cm_id && p.phase == detail::peer_state::cm_phase::up && !p.disconnected) (void)rdma_disconnect(p.cm_id);
-  if (p.qp) {
-    detail::to_error(p.qp);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-    while (!p.ring.empty() && std::chrono::steady_clock::now() < deadline)
-      if (detail::drive(d, ~std::size_t{0}) == 0) ::usleep(100);
-    if (!p.ring.empty()) {
-      std::fprintf(stderr, "fabrix verbs: %u work requests did not flush in 2 s; abandoning them\n",
-                   p.ring.in_flight());
-      // Their CQ credits come back, and a liveness probe among them gives
-      // back its reserved place instead (it took no credit).
-      // Abandoned unsignaled operations count as finished (failed).
-      std::uint32_t probes = 0;
-      const std::uint32_t n = p.ring.retire_through(p.ring.next_seq() - 1, [&](const detail::sq_entry& e, bool) {
-        probes += e.internal ? 1 : 0;
-        p.finished += e.unsignaled ? 1 : 0;
-      });
-      d.credits.give(n - probes);
-      d.probes_in_flight -= probes;
-    }
-  }
-  detail::fail_waiting_recvs(d, p, status::canceled);
-  detail::forget_peer(d, p);
-  detail::destroy_peer_resources(p);
-}
-
-}  // namespace detail
 
 }  // namespace fabrix::verbs
