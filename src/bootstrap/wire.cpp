@@ -28,8 +28,12 @@ std::string_view describe(reject_reason r) noexcept {
 
 namespace {
 
+std::span<const std::byte> token_key(std::string_view token) noexcept {
+  return std::as_bytes(std::span<const char>(token.data(), token.size()));
+}
+
 digest hello_mac(std::string_view token, std::span<const std::byte, hello_bytes> hello) noexcept {
-  hmac_sha256 m(std::as_bytes(std::span<const char>(token.data(), token.size())));
+  hmac_sha256 m(token_key(token));
   m.update(std::string_view("fabrix-boot-v3 hello\0", 21));
   m.update(hello.first<hello_body_bytes>());
   return m.finish();
@@ -84,10 +88,6 @@ bool hello_vouched(std::string_view token, std::span<const std::byte, hello_byte
 }
 
 namespace {
-
-std::span<const std::byte> token_key(std::string_view token) noexcept {
-  return std::as_bytes(std::span<const char>(token.data(), token.size()));
-}
 
 // label (with its terminating NUL) | T; a link's is
 // "fabrix-boot-v2 link\0" | label | T | acceptor u32 | round u8.
