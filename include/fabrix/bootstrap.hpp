@@ -8,13 +8,18 @@
 // any bootstrap_engine. describe() says which one a handle runs on.
 //
 // The built-in engine is a TCP store hosted by rank 0: rank 0 listens and
-// every other rank opens one connection to it. Collectives then run one of
-// two ways (bootstrap_options::exchange; rank 0's choice holds for the job):
-//  - star (jobs of up to 8 ranks by default): rank 0 serves each collective
-//    from inside its own allgather()/barrier() call, every blob through it;
-//  - peer_to_peer (larger jobs): on the first collective each rank opens a
-//    listener, rank 0 tells each rank only the ceil(log2 N) addresses it must
-//    connect to, and the ranks link up directly (authenticated like the
+// every other rank opens one connection to it to be admitted. Collectives
+// then run one of two ways (bootstrap_options::exchange; rank 0's choice
+// holds for the job):
+//  - star (jobs of up to 8 ranks by default): the connections stay; rank 0
+//    serves each collective from inside its own allgather()/barrier() call,
+//    every blob through it;
+//  - peer_to_peer (larger jobs): each rank sends rank 0 the address of a
+//    listener of its own, and once every rank is in, rank 0 closes its
+//    connections and the table of addresses travels down a binomial tree
+//    (rank r passes it to r + 2^k for each 2^k > r), so rank 0 admits each
+//    rank once and then holds no connection per rank. On the first
+//    collective the ranks link up directly (authenticated like the
 //    connection to rank 0). An allgather is Bruck's: ceil(log2 N) rounds, in
 //    round k rank r sends what it holds to rank r - 2^k and receives from
 //    r + 2^k, so every rank sends and receives N - 1 blobs in all, rank 0

@@ -52,7 +52,7 @@ std::string tcp_store_engine::describe() const {
 }
 
 std::optional<bootstrap_traffic> tcp_store_engine::traffic() const {
-  bootstrap_traffic t;
+  bootstrap_traffic t = st_->closed_traffic;
   const auto add = [&](const boot::unique_fd& fd) {
     if (!fd) return;
     const auto c = boot::socket_traffic(fd.get());

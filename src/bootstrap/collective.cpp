@@ -118,36 +118,6 @@ struct root_round {
     return all;
   }
 
-  // introduce: each rank gets the addresses of its link targets only.
-  result<void> introduce(const blob_list& addresses, deadline until) {
-    const std::size_t n = st.peers.size();
-    const int rounds = link_rounds(static_cast<int>(n));
-    const auto h = encode_frame_header({kind::result, kind_, 0, seq, static_cast<std::uint32_t>(rounds)});
-    for (std::size_t r = 1; r < n; ++r) {
-      blob_list targets;
-      for (int k = 0; k < rounds; ++k)
-        targets.push_back(
-            addresses[static_cast<std::size_t>(link_target(static_cast<int>(r), static_cast<int>(n), k))]);
-      std::vector<std::array<std::byte, length_bytes>> lens;
-      lens.reserve(targets.size());
-      std::vector<std::span<const std::byte>> pieces{h};
-      for (const auto& b : targets) {
-        lens.push_back(encode_length(b.size()));
-        pieces.emplace_back(lens.back());
-        pieces.emplace_back(b);
-      }
-      const digest mac = st.peer_sessions[r].seal(h, payload_digest(targets));
-      pieces.emplace_back(mac);
-      clean[r] = false;
-      const auto io = send_all(st.peers[r].get(), pieces, until);
-      if (!io.ok())
-        return abort_job(io_status_code(io),
-                         "rank 0: cannot send the link addresses to " + rank_text(r) + ": " + describe(io));
-      clean[r] = true;
-    }
-    return {};
-  }
-
   result<void> scatter(const blob_list& all, deadline until) {
     const std::size_t n = st.peers.size();
     const bool with_blobs = kind_ == op::allgather;
@@ -254,18 +224,23 @@ int link_source(int rank, int size, int round) noexcept {
   return static_cast<int>((rank + step) % size);
 }
 
-result<blob_list> run_introduce(bootstrap_state& st, std::uint64_t seq, std::span<const std::byte> mine,
-                                deadline until) {
-  const auto rounds = static_cast<std::uint32_t>(link_rounds(st.size));
-  if (st.rank != 0) return peer_round(st, op::introduce, seq, mine, rounds, until);
-  root_round round{st, op::introduce, seq, std::vector<bool>(st.peers.size(), true)};
+result<blob_list> run_introduce(bootstrap_state& st, std::span<const std::byte> mine, deadline until) {
+  if (st.rank != 0) {
+    auto go = peer_round(st, op::introduce, 0, mine, 0, until);
+    if (!go) return unexpected(go.error());
+    return blob_list{};
+  }
+  root_round round{st, op::introduce, 0, std::vector<bool>(st.peers.size(), true)};
   auto all = round.gather(mine, until);
   if (!all) return unexpected(all.error());
-  if (auto sent = round.introduce(*all, until); !sent) return unexpected(sent.error());
-  blob_list mine_targets;
-  for (std::uint32_t k = 0; k < rounds; ++k)
-    mine_targets.push_back((*all)[static_cast<std::size_t>(link_target(0, st.size, static_cast<int>(k)))]);
-  return mine_targets;
+  for (std::size_t r = 1; r < all->size(); ++r) {
+    const auto& a = (*all)[r];
+    const std::string text(reinterpret_cast<const char*>(a.data()), std::min(a.size(), max_address_bytes));
+    if (a.size() > max_address_bytes || !parse_host_port(text, "link address"))
+      return round.abort_job(status::provider_error, "rank 0: " + round.rank_text(r) + " sent a bad link address");
+  }
+  if (auto sent = round.scatter({}, until); !sent) return unexpected(sent.error());
+  return all;
 }
 
 result<blob_list> run_collective(bootstrap_state& st, op kind_, std::span<const std::byte> mine,

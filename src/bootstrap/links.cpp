@@ -4,9 +4,8 @@
 //
 // Link k of rank r goes to rank (r - 2^k) mod N (r connects) and comes from
 // rank (r + 2^k) mod N (r accepts), for k < ceil(log2 N): every rank holds
-// 2 * ceil(log2 N) connections. Rank 0 only introduces: in an introduce
-// round through the star, each rank sends rank 0 its link listener's
-// address and gets back the addresses of its targets only.
+// 2 * ceil(log2 N) connections. Rank 0 only introduces: every rank's link
+// address came down the tree when the job formed (tree.cpp).
 //
 // Forming: every rank connects to its targets and sends each a link hello
 // (the kernel accepts into the listen backlog, so nobody waits for anybody
@@ -60,16 +59,6 @@ struct outgoing_link {
   bool done = false;
 };
 
-struct incoming_link {
-  unique_fd fd;
-  clock::time_point since = clock::now();
-  std::array<std::byte, hello_bytes> buf{};
-  std::size_t filled = 0;
-  bool challenged = false;
-  transcript t;
-  std::optional<frame_parser> proof;
-};
-
 struct link_former {
   bootstrap_state& st;
   listener& listen;
@@ -77,7 +66,7 @@ struct link_former {
   int rounds;
   std::string me;
   std::vector<outgoing_link> out;
-  std::vector<incoming_link> pending;
+  std::vector<link_accept> pending;
   int formed_from = 0;
 
   link_former(bootstrap_state& s, listener& l, std::uint64_t q)
@@ -87,33 +76,27 @@ struct link_former {
     return "rank " + std::to_string(rank) + " (" + address + ")";
   }
   unexpected broken(status code, const std::string& why) const {
-    return fail(code, me + ": forming bootstrap links in " + op_text(op::introduce, seq) + ": " + why);
+    return fail(code, me + ": forming bootstrap links (collective #" + std::to_string(seq) + "): " + why);
   }
 
-  result<void> connect_targets(const blob_list& addresses, deadline until) {
+  result<void> connect_targets(deadline until) {
     out.resize(static_cast<std::size_t>(rounds));
     st.links_to.resize(static_cast<std::size_t>(rounds));
     st.links_from.resize(static_cast<std::size_t>(rounds));
     for (int k = 0; k < rounds; ++k) {
       auto& l = st.links_to[static_cast<std::size_t>(k)];
       l.peer = link_target(st.rank, st.size, k);
-      l.address.assign(reinterpret_cast<const char*>(addresses[static_cast<std::size_t>(k)].data()),
-                       addresses[static_cast<std::size_t>(k)].size());
+      l.address = st.link_addresses[static_cast<std::size_t>(l.peer)];
       auto where = parse_host_port(l.address, "link address");
-      if (!where) return broken(status::provider_error, "rank 0 sent a bad address for " + who(l.peer, l.address));
-      // The target's listener was open before rank 0 sent its address: a
-      // refusal here is not a race, but we still retry within the deadline.
-      for (;;) {
-        auto attempt = connect_once(*where, until);
-        if (attempt.fd) {
-          l.fd = std::move(attempt.fd);
-          break;
-        }
-        if (attempt.fatal || until.expired())
-          return broken(until.expired() ? status::timed_out : status::peer_unreachable,
-                        "cannot connect to " + who(l.peer, l.address) + ": " + attempt.error);
-        sleep_for(std::chrono::milliseconds(10), until);
-      }
+      if (!where) return broken(status::provider_error, "the tree brought a bad address for " + who(l.peer, l.address));
+      // The target's listener was open before it sent its address: a
+      // refusal means it is gone (the job failed there), not that it is late.
+      auto attempt = connect_once(*where, until);
+      if (!attempt.fd)
+        return broken(until.expired() ? status::timed_out : status::peer_unreachable,
+                      "cannot connect to " + who(l.peer, l.address) + ": " + attempt.error +
+                          " (it exited, or the job failed there)");
+      l.fd = std::move(attempt.fd);
       set_nodelay(l.fd.get());
       auto& o = out[static_cast<std::size_t>(k)];
       o.t.size = static_cast<std::uint32_t>(st.size);
@@ -169,66 +152,33 @@ struct link_former {
     return {};
   }
 
-  // A connection to the link listener made progress. Strays (a hello that is
-  // not the expected one, or whose hello_mac was not made with the job's
-  // token) are closed (fd reset); only a failed authentication fails the job.
-  result<void> step_incoming(incoming_link& c, deadline until) {
-    if (!c.challenged) {
-      for (;;) {
-        const ssize_t n = ::recv(c.fd.get(), c.buf.data() + c.filled, c.buf.size() - c.filled, MSG_DONTWAIT);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return {};
-        if (n <= 0) {
-          c.fd.reset();
-          return {};
-        }
-        c.filled += static_cast<std::size_t>(n);
-        if (c.filled == hello_bytes) break;
-      }
-      const hello h = decode_hello(c.buf);
-      const bool expected = h.magic == wire_magic && h.kind == static_cast<std::uint8_t>(kind::link_hello) &&
-                            h.version == wire_version && h.size == static_cast<std::uint32_t>(st.size) &&
-                            h.round < rounds &&
-                            h.rank == static_cast<std::uint32_t>(link_source(st.rank, st.size, h.round)) &&
-                            !st.links_from[h.round].fd && hello_vouched(st.token, c.buf);
-      if (!expected) {
-        c.fd.reset();
-        return {};
-      }
-      c.t.size = h.size;
-      c.t.rank = h.rank;
-      c.t.rank_nonce = h.rank_nonce;
-      c.t.link = true;
-      c.t.acceptor = static_cast<std::uint32_t>(st.rank);
-      c.t.round = h.round;
-      if (!random_bytes(c.t.root_nonce)) return broken(status::provider_error, "no random bytes for a nonce");
-      const digest mac = challenge_mac(st.token, c.t);
-      const auto head = encode_frame_header({kind::challenge, op::none, 0, 0, 2});
-      const auto nlen = encode_length(nonce_bytes);
-      const auto mlen = encode_length(mac_bytes);
-      const std::span<const std::byte> pieces[] = {head, nlen, c.t.root_nonce, mlen, mac};
-      if (!send_all(c.fd.get(), pieces, until.capped(std::chrono::milliseconds(100))).ok()) {
-        c.fd.reset();
-        return {};
-      }
-      c.challenged = true;
-      c.proof.emplace(1u, mac_bytes);
-    }
-    const auto io = recv_available(c.fd.get(), *c.proof);
-    if (!io.ok()) {
+  // Whether a link hello is one this rank still waits for.
+  bool expects(const hello& h) const {
+    return h.round < rounds && h.rank == static_cast<std::uint32_t>(link_source(st.rank, st.size, h.round)) &&
+           !st.links_from[h.round].fd;
+  }
+
+  // A connection to the link listener made progress. Strays (see
+  // step_link_accept) are closed; only a failed authentication fails the job.
+  result<void> step_incoming(link_accept& c, deadline until) {
+    const accept_step step = step_link_accept(
+        st, c, [&](const hello& h) { return expects(h); }, until);
+    if (step == accept_step::forged)
+      return broken(status::access_denied, "a connection from " + peer_name(c.fd.get()) + " claiming to be rank " +
+                                               std::to_string(c.t.rank) +
+                                               " failed authentication on this rank's link listener");
+    if (step != accept_step::proved) return {};
+    return adopt(c, until);
+  }
+
+  // A proved link from a source: welcome it and keep it.
+  result<void> adopt(link_accept& c, deadline until) {
+    auto& l = st.links_from[c.t.round];
+    if (l.fd) {  // a second one for that round: not ours to keep
       c.fd.reset();
       return {};
     }
-    if (!c.proof->done()) return {};
-    const auto& h = c.proof->header();
     const int source = static_cast<int>(c.t.rank);
-    if (h.kind != kind::proof || h.count != 1 || c.proof->blobs()[0].size() != mac_bytes ||
-        !digests_equal(proof_mac(st.token, c.t),
-                       std::span<const std::byte, mac_bytes>(c.proof->blobs()[0].data(), mac_bytes)))
-      return broken(status::access_denied, "a connection from " + peer_name(c.fd.get()) + " claiming to be rank " +
-                                               std::to_string(source) +
-                                               " failed authentication on this rank's link listener");
-    auto& l = st.links_from[c.t.round];
     l.peer = source;
     l.address = peer_name(c.fd.get());
     l.session.key = session_key(st.token, c.t);
@@ -243,6 +193,21 @@ struct link_former {
     return {};
   }
 
+  // Link handshakes the listener took while it waited for the tree.
+  result<void> take_early(std::vector<link_accept>& early, deadline until) {
+    for (auto& c : early) {
+      if (!c.fd) continue;
+      if (c.proved) {
+        if (auto r = adopt(c, until); !r) return r;
+      } else {
+        c.since = clock::now();
+        pending.push_back(std::move(c));
+      }
+    }
+    early.clear();
+    return {};
+  }
+
   result<void> run(deadline until) {
     std::vector<pollfd> fds;
     std::vector<int> what;  // -1: listener; k >= 0: outgoing link k; -2 - i: pending[i]
@@ -252,7 +217,7 @@ struct link_former {
       const auto now = clock::now();
       for (auto& c : pending)
         if (now - c.since > pending_link_limit) c.fd.reset();
-      std::erase_if(pending, [](const incoming_link& c) { return !c.fd; });
+      std::erase_if(pending, [](const link_accept& c) { return !c.fd; });
       fds.clear();
       what.clear();
       if (formed_from < rounds) {
@@ -293,7 +258,7 @@ struct link_former {
               continue;
             }
             set_nodelay(fd);
-            incoming_link c;
+            link_accept c;
             c.fd.reset(fd);
             pending.push_back(std::move(c));
           }
@@ -309,22 +274,14 @@ struct link_former {
 };
 
 result<void> form_links(bootstrap_state& st, std::uint64_t seq, deadline until) {
-  // Listen where this rank reaches rank 0 from: an address the others can
-  // reach too when they reach rank 0 (its own host for rank 0).
-  const int via = st.rank == 0 ? st.peers[1].get() : st.root.get();
-  const std::string host = local_host(via);
-  if (host.empty())
+  if (!st.link_listener || st.link_addresses.size() != static_cast<std::size_t>(st.size))
     return fail(status::provider_error,
-                "rank " + std::to_string(st.rank) +
-                    ": cannot read the local address of the bootstrap connection: " + errno_text(errno));
-  auto listen = listen_on(host_port{host, 0}, until);
-  if (!listen) return unexpected(listen.error());
-  const std::string mine = format_host_port(listen->host, listen->port);
-  auto targets = run_introduce(st, seq, std::as_bytes(std::span<const char>(mine.data(), mine.size())), until);
-  if (!targets) return unexpected(targets.error());
-  link_former former(st, *listen, seq);
-  if (auto r = former.connect_targets(*targets, until); !r) return r;
+                "rank " + std::to_string(st.rank) + ": no link addresses (the job did not form peer to peer)");
+  link_former former(st, *st.link_listener, seq);
+  if (auto r = former.connect_targets(until); !r) return r;
+  if (auto r = former.take_early(st.early_links, until); !r) return r;
   if (auto r = former.run(until); !r) return r;
+  st.link_listener.reset();  // every link has formed: nobody connects any more
   st.links_formed = true;
   return {};
 }
@@ -336,6 +293,69 @@ std::string link_who(const bootstrap_state::link& l) {
 }
 
 }  // namespace
+
+accept_step step_link_accept(const bootstrap_state& st, link_accept& c,
+                             const std::function<bool(const hello&)>& expected, deadline until) {
+  if (!c.challenged) {
+    for (;;) {
+      const ssize_t n = ::recv(c.fd.get(), c.buf.data() + c.filled, c.buf.size() - c.filled, MSG_DONTWAIT);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return accept_step::under_way;
+      if (n <= 0) {
+        c.fd.reset();
+        return accept_step::closed;
+      }
+      c.filled += static_cast<std::size_t>(n);
+      if (c.filled == hello_bytes) break;
+    }
+    const hello h = decode_hello(c.buf);
+    if (h.magic != wire_magic || h.kind != static_cast<std::uint8_t>(kind::link_hello) || h.version != wire_version ||
+        h.size != static_cast<std::uint32_t>(st.size) || !expected(h) || !hello_vouched(st.token, c.buf)) {
+      c.fd.reset();
+      return accept_step::closed;
+    }
+    c.t.size = h.size;
+    c.t.rank = h.rank;
+    c.t.rank_nonce = h.rank_nonce;
+    c.t.link = true;
+    c.t.acceptor = static_cast<std::uint32_t>(st.rank);
+    c.t.round = h.round;
+    if (!random_bytes(c.t.root_nonce)) {
+      c.fd.reset();
+      return accept_step::closed;
+    }
+    const digest mac = challenge_mac(st.token, c.t);
+    const auto head = encode_frame_header({kind::challenge, op::none, 0, 0, 2});
+    const auto nlen = encode_length(nonce_bytes);
+    const auto mlen = encode_length(mac_bytes);
+    const std::span<const std::byte> pieces[] = {head, nlen, c.t.root_nonce, mlen, mac};
+    if (!send_all(c.fd.get(), pieces, until.capped(std::chrono::milliseconds(100))).ok()) {
+      c.fd.reset();
+      return accept_step::closed;
+    }
+    c.challenged = true;
+    c.proof.emplace(1u, mac_bytes);
+  }
+  const auto io = recv_available(c.fd.get(), *c.proof);
+  if (!io.ok()) {
+    c.fd.reset();
+    return accept_step::closed;
+  }
+  if (!c.proof->done()) return accept_step::under_way;
+  const auto& h = c.proof->header();
+  c.proved = h.kind == kind::proof && h.count == 1 && c.proof->blobs()[0].size() == mac_bytes &&
+             digests_equal(proof_mac(st.token, c.t),
+                           std::span<const std::byte, mac_bytes>(c.proof->blobs()[0].data(), mac_bytes));
+  return c.proved ? accept_step::proved : accept_step::forged;
+}
+
+void retire(bootstrap_state& st, unique_fd& fd) noexcept {
+  if (!fd) return;
+  const auto t = socket_traffic(fd.get());
+  st.closed_traffic.bytes_sent += t.bytes_sent;
+  st.closed_traffic.bytes_received += t.bytes_received;
+  fd.reset();
+}
 
 result<blob_list> run_over_links(bootstrap_state& st, op kind_, std::uint64_t seq, std::span<const std::byte> mine,
                                  deadline until) {

@@ -94,6 +94,9 @@ result<bootstrap> join_root(int rank, int size, std::string_view root_address, s
             st->root_address = root_text;
             st->root = std::move(attempt.fd);
             st->root_session = s;
+            if (exchange == exchange_peer_to_peer) {
+              if (auto r = spread_link_addresses(*st, assembled_until); !r) return unexpected(r.error());
+            }
             return bootstrap_access::make(std::move(st));
           }
           if (io.ok() && answer.header().kind == kind::reject) {

@@ -6,10 +6,28 @@
 
 #include <fabrix/bootstrap.hpp>
 
+#include <array>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
+
+namespace fabrix::detail::boot {
+
+// links.cpp: the accepting side of a link handshake (links and the tree).
+struct link_accept {
+  unique_fd fd;
+  clock::time_point since = clock::now();
+  std::array<std::byte, hello_bytes> buf{};
+  std::size_t filled = 0;
+  bool challenged = false;
+  transcript t;
+  std::optional<frame_parser> proof;
+  bool proved = false;  // step_link_accept said `proved`
+};
+
+}  // namespace fabrix::detail::boot
 
 namespace fabrix::detail {
 
@@ -35,6 +53,17 @@ struct bootstrap_state {
   };
   std::vector<link> links_to, links_from;
   bool links_formed = false;
+  // peer_to_peer: this rank's link listener and every rank's link address
+  // ([r] for rank r), from the tree (tree.cpp); the listener closes once the
+  // links have formed.
+  std::optional<boot::listener> link_listener;
+  std::vector<std::string> link_addresses;
+  // Link handshakes that reached the listener while it waited for the tree
+  // (their ranks had the table first); form_links takes them over.
+  std::vector<boot::link_accept> early_links;
+  // What connections closed so far carried (the star after the tree, the
+  // tree's own): traffic() adds it.
+  bootstrap_traffic closed_traffic;
   bool in_call = false;                 // a collective is running (its progress callback may not re-enter)
   std::uint64_t seq = 0;                // collectives started so far
   std::optional<fabrix::error> broken;  // set by the first error; the object is then unusable
@@ -107,11 +136,25 @@ result<std::vector<std::vector<std::byte>>> run_collective(bootstrap_state& st, 
 // allgather (Bruck) or barrier (dissemination) over them.
 result<std::vector<std::vector<std::byte>>> run_over_links(bootstrap_state& st, op kind, std::uint64_t seq,
                                                            std::span<const std::byte> mine, deadline until);
-// collective.cpp: the introduce round through rank 0. `mine` is this rank's
-// link address; returns the addresses of this rank's link targets, in round
-// order (rank 0 computes each rank's with `targets_of`).
-result<std::vector<std::vector<std::byte>>> run_introduce(bootstrap_state& st, std::uint64_t seq,
-                                                          std::span<const std::byte> mine, deadline until);
+// collective.cpp: the introduce round through rank 0 (wire.hpp). `mine` is
+// this rank's link address; rank 0 gets every rank's, the others nothing.
+result<std::vector<std::vector<std::byte>>> run_introduce(bootstrap_state& st, std::span<const std::byte> mine,
+                                                          deadline until);
+
+// tree.cpp (peer_to_peer, right after the welcome): the introduce round,
+// then the star closes and the table of link addresses comes down the
+// binomial tree; fills link_listener and link_addresses.
+result<void> spread_link_addresses(bootstrap_state& st, deadline until);
+
+enum class accept_step { under_way, closed, proved, forged };
+// Moves `c` on with what arrived. A hello for which `expected` says no (a
+// stray, or one whose hello_mac was not made with the job's token) closes
+// `c` (fd reset, `closed`); `proved`: the proof verified, `c.t` is the
+// transcript; `forged`: an expected hello was followed by a wrong proof.
+accept_step step_link_accept(const bootstrap_state& st, link_accept& c,
+                             const std::function<bool(const hello&)>& expected, deadline until);
+// Closes `fd`, adding what it carried to st.closed_traffic.
+void retire(bootstrap_state& st, unique_fd& fd) noexcept;
 // Round count and partners of the peer-to-peer exchange.
 int link_rounds(int size) noexcept;
 int link_target(int rank, int size, int round) noexcept;  // (rank - 2^round) mod size

@@ -1,9 +1,10 @@
 // The bootstrap wire format (internal). Pure encoding/decoding and the MACs
 // over it; no sockets.
 //
-// Every integer is little-endian with an explicit width. Version 3 (version 1
-// sent the job token in clear, version 2's hello had no MAC; older peers get a
-// version reject).
+// Every integer is little-endian with an explicit width. Version 4 (version 1
+// sent the job token in clear, version 2's hello had no MAC, version 3 formed
+// the peer-to-peer links through an introduce round on the first collective;
+// older peers get a version reject).
 //
 // Handshake: mutual challenge-response keyed with the job token; the token
 // itself never travels.
@@ -41,13 +42,21 @@
 // result     (root -> rank): count = job size for allgather, 0 for barrier.
 // welcome:   count = job size, aux = the exchange rank 0 chose (exchange_wire).
 // reject:    aux = reject_reason, count = root's size.
-// introduce  (op of a contribute/result pair, peer-to-peer exchange only):
-//            a rank sends rank 0 its link listener's "host:port"; rank 0
-//            answers each rank with only the addresses it must connect to.
+// introduce  (op of a contribute/result pair, seq 0, peer-to-peer exchange
+//            only, right after the welcome): a rank sends rank 0 its link
+//            listener's "host:port"; rank 0 answers each with a result of
+//            count 0 once it has every address, then closes the connection.
+//
+// Tree (peer-to-peer exchange, tree.cpp): rank 0 then sends the table of
+// every rank's link address down a binomial tree: rank r passes it to ranks
+// r + 2^k for every 2^k > r (rank 0: every 2^k) below size, over a link
+// handshake (below) with k = tree_round, then a frame: result, op
+// introduce, seq 0, count = size, blob i = rank i's address.
 //
 // Links (peer-to-peer exchange, links.cpp): rank r connects, for each round
 // k, to rank (r - 2^k) mod size and sends a link hello: the hello layout
-// with kind = link_hello and byte 5 = k (hello_mac covers both). The same challenge, proof and
+// with kind = link_hello and byte 5 = k (hello_mac covers both; k =
+// tree_round for the tree). The same challenge, proof and
 // session follow, with the acceptor's rank and k added to T and "link" in
 // the labels, so a link handshake never passes for a root one or for
 // another pair or round. Then frames as above: contribute, aux = k.
@@ -73,7 +82,11 @@
 namespace fabrix::detail::boot {
 
 inline constexpr std::uint32_t wire_magic = 0x42584246;  // bytes "FBXB"
-inline constexpr std::uint16_t wire_version = 3;
+inline constexpr std::uint16_t wire_version = 4;
+// The link hello's round byte on the tree's connections (link rounds are < 64).
+inline constexpr std::uint8_t tree_round = 255;
+// Bound on a link listener's "host:port" read from the wire.
+inline constexpr std::size_t max_address_bytes = 300;
 inline constexpr std::size_t max_blob_bytes = std::size_t{64} << 20;
 inline constexpr std::size_t max_token_bytes = 4096;
 inline constexpr std::size_t max_message_bytes = 4096;
