@@ -3,7 +3,8 @@
 // write_with_imm, atomics and unsignaled batches land where they were aimed;
 // import refuses forged and misdirected buffers; each operation still
 // checks its range; a released key is refused; keys stay usable when more
-// regions are imported than a provider caches keys for (UCX: 64).
+// regions are imported than a provider caches keys for (64), and the
+// remote_buffer path through more regions than that moves every byte.
 #include "providers.hpp"
 
 #include <cstdint>
@@ -26,7 +27,7 @@ TEST_CASE_TEMPLATE("conformance: imported remote keys move bytes and keep every 
     auto ms = env.reg(src, access::local);
     auto mb = env.reg(back, access::local);
     auto peers = env.share(mr);
-    std::vector<std::vector<std::byte>> small(regions, std::vector<std::byte>(each));
+    std::vector<std::vector<std::byte>> small(regions, std::vector<std::byte>(2 * each));  // imported | buffer path
     std::vector<fabrix::memory_region<P>> msmall;
     for (auto& t : small) msmall.push_back(env.reg(t));
     const auto speers = env.share_all(msmall);
@@ -90,9 +91,23 @@ TEST_CASE_TEMPLATE("conformance: imported remote keys move bytes and keep every 
       }
       for (std::size_t i = 0; i < regions; ++i) fxt::fill(src.data() + i * each, each, 500 + i);
       for (std::size_t i = 0; i < regions; ++i)
-        FX_CHECK_STATUS(qp.write(ms.slice(i * each, each), keys[i].whole(), 1000 + i), status::ok);
+        FX_CHECK_STATUS(qp.write(ms.slice(i * each, each), keys[i].slice(0, each), 1000 + i), status::ok);
       for (std::size_t i = 0; i < regions; ++i) FX_CHECK(env.next_token(1000 + i).status == status::ok);
       for (const auto& k : keys) FX_CHECK_STATUS(qp.release(k), status::ok);
+
+      // The remote_buffer path through the same regions, twice: more than
+      // the key cache keeps (64 per queue pair, every provider), so entries
+      // are dropped and verified again; the second pass's bytes must win.
+      // A forged copy of a dropped region's buffer is still refused.
+      for (std::size_t pass = 0; pass < 2; ++pass) {
+        for (std::size_t i = 0; i < regions; ++i) fxt::fill(src.data() + i * each, each, 600 + pass * 100 + i);
+        for (std::size_t i = 0; i < regions; ++i)
+          FX_CHECK_STATUS(qp.write(ms.slice(i * each, each), speers[i][1].slice(each, each), 2000 + i), status::ok);
+        for (std::size_t i = 0; i < regions; ++i) FX_CHECK(env.next_token(2000 + i).status == status::ok);
+      }
+      fabrix::remote_buffer dropped = speers[0][1];
+      dropped.key[0] ^= std::byte{1};
+      FX_CHECK_STATUS(qp.write(ms.slice(0, each), dropped.slice(0, each), 2999), status::invalid_argument);
 
       // A fresh import of the first region carries the notification.
       auto again = qp.import(peers[1]);
@@ -109,7 +124,10 @@ TEST_CASE_TEMPLATE("conformance: imported remote keys move bytes and keep every 
         FX_CHECK(word == 11);
       }
       FX_CHECK(fxt::first_mismatch(buf.data() + block + 16, 8, 90) == 8);
-      for (std::size_t i = 0; i < regions; ++i) FX_CHECK(fxt::first_mismatch(small[i].data(), each, 500 + i) == each);
+      for (std::size_t i = 0; i < regions; ++i) {
+        FX_CHECK(fxt::first_mismatch(small[i].data(), each, 500 + i) == each);
+        FX_CHECK(fxt::first_mismatch(small[i].data() + each, each, 700 + i) == each);
+      }
     }
     env.boot.barrier().value();
   });

@@ -1,7 +1,7 @@
 // The UCX provider's pure parts: address blobs, the notification handler's
 // checks of peer bytes, the target's check of checked requests, transport
-// classification, the liveness probe and
-// the rkey cache's policy, the FIFO workaround's configuration.
+// classification, the liveness probe, the FIFO workaround's configuration.
+// (The rkey cache's policy is the kit's: test_remote_key_cache.cpp.)
 #include <doctest/doctest.h>
 
 #include <fabrix/ucx.hpp>
@@ -73,83 +73,6 @@ TEST_CASE("ucx notifications: malformed headers from peers are counted and dropp
   CHECK(c[0].op == fabrix::opcode::remote_write_imm);
   CHECK(c[0].imm == 7);
   CHECK(c[0].bytes == 64);
-}
-
-namespace {
-
-std::vector<int> destroyed_keys;
-void destroy_key(int k) { destroyed_keys.push_back(k); }
-using test_cache = ud::key_cache<int, &destroy_key>;
-
-fabrix::remote_buffer region_number(std::uint64_t i) {
-  fabrix::remote_buffer rb;
-  rb.owner = 42;
-  rb.address = 4096 * (i + 1);
-  rb.length = 64;
-  rb.seal = i * 7919;
-  return rb;
-}
-
-}  // namespace
-
-TEST_CASE("ucx rkey cache: bounded, least recently used first, never a held key") {
-  destroyed_keys.clear();
-  {
-    test_cache cache;
-    const std::size_t cap = test_cache::capacity;
-    std::vector<test_cache::entry*> first;
-    for (std::size_t i = 0; i < cap; ++i) {
-      REQUIRE(cache.find(region_number(i)) == nullptr);
-      first.push_back(cache.add(region_number(i), static_cast<int>(i)));
-    }
-    CHECK(cache.size() == cap);
-    CHECK(destroyed_keys.empty());
-    // Region 0 is used again and region 1 is held by an operation: the next
-    // add evicts region 2, the least recently used entry nobody holds.
-    CHECK(cache.find(region_number(0)) == first[0]);
-    test_cache::hold(first[1]);
-    cache.add(region_number(cap), static_cast<int>(cap));
-    CHECK(cache.size() == cap);
-    REQUIRE(destroyed_keys == std::vector<int>{2});
-    CHECK(cache.find(region_number(2)) == nullptr);
-    CHECK(cache.find(region_number(1)) == first[1]);  // held entries keep their address
-    CHECK(first[1]->key == 1);
-    // A peer handing out ever new regions: the cache stays at its bound.
-    for (std::size_t i = cap + 1; i < 10 * cap; ++i) cache.add(region_number(i), static_cast<int>(i));
-    CHECK(cache.size() == cap);
-    CHECK(cache.find(region_number(1)) == first[1]);  // still held: never destroyed
-    CHECK(std::find(destroyed_keys.begin(), destroyed_keys.end(), 1) == destroyed_keys.end());
-    // Released, it is an ordinary entry again.
-    test_cache::release(first[1]);
-    for (std::size_t i = 10 * cap; i < 12 * cap; ++i) cache.add(region_number(i), static_cast<int>(i));
-    CHECK(std::find(destroyed_keys.begin(), destroyed_keys.end(), 1) != destroyed_keys.end());
-  }
-  // Every key was destroyed exactly once: by eviction or with the cache.
-  std::sort(destroyed_keys.begin(), destroyed_keys.end());
-  CHECK(destroyed_keys.size() == 12 * test_cache::capacity);
-  CHECK(std::adjacent_find(destroyed_keys.begin(), destroyed_keys.end()) == destroyed_keys.end());
-}
-
-TEST_CASE("ucx rkey cache: all held, it grows, then shrinks back; drain hands every key over") {
-  destroyed_keys.clear();
-  test_cache cache;
-  const std::size_t cap = test_cache::capacity;
-  std::vector<test_cache::entry*> held;
-  for (std::size_t i = 0; i < cap + 3; ++i) {
-    held.push_back(cache.add(region_number(i), static_cast<int>(i)));
-    test_cache::hold(held.back());
-  }
-  CHECK(cache.size() == cap + 3);  // nothing could go
-  CHECK(destroyed_keys.empty());
-  for (auto* e : held) test_cache::release(e);
-  cache.add(region_number(cap + 3), static_cast<int>(cap + 3));
-  CHECK(cache.size() == cap + 3);  // one out, one in
-  CHECK(destroyed_keys == std::vector<int>{0});
-  std::vector<int> handed;
-  cache.drain_to(handed);
-  CHECK(cache.size() == 0);
-  CHECK(handed.size() == cap + 3);
-  CHECK(destroyed_keys.size() == 1);  // drained keys are the caller's to destroy
 }
 
 TEST_CASE("ucx transports: which UCX_TLS lists may use shared memory") {

@@ -133,8 +133,8 @@ class domain_impl {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) return status::timed_out;
       if (detail::needs_periodic_wakeup(*d_)) {  // wake up for the liveness check / timeout sweep
-        left = std::min(left, std::chrono::milliseconds(100));
-        d_->polls_since_check |= 63;
+        left = std::min(left, fabrix::detail::liveness_period);
+        d_->poll_clock.wake();
       }
       if (d_->wait_fd < 0) {
         ::poll(nullptr, 0, static_cast<int>(std::min<long>(left.count(), 1)));

@@ -65,14 +65,14 @@ namespace fabrix::ofi::detail {
 // The key for `rb` on this endpoint: verified once per remote region (not per
 // operation) — the peer of this endpoint made it, nothing in it was changed
 // (its seal), and its key bytes decode. nullptr when refused.
+// The pointer is good until the next key_for on this endpoint (which may
+// drop the entry): operations copy the key when they are posted.
 inline const remote_key* key_for(peer_state& p, const remote_buffer& rb) {
-  for (const auto& e : p.regions)
-    if (e.rb.same_region(rb)) return &e.key;
+  if (const auto* e = p.regions.find(rb)) return &e->key;
   if (rb.owner != p.nonce || rb.seal != rb.compute_seal(p.peer_secret)) return nullptr;
   const auto key = decode_key(rb.key_bytes());
   if (!key) return nullptr;
-  p.regions.push_back({rb, *key});
-  return &p.regions.back().key;
+  return &p.regions.add(rb, *key)->key;
 }
 
 // Whether the peer's key table says the region of `key` (registered with

@@ -454,17 +454,11 @@ inline void resolve_stale(domain_state& d, std::chrono::steady_clock::time_point
 // Throttled: about every 100 ms of polling, the liveness check of peers on
 // this node and the operation timeout sweep; the stale-key verdicts.
 inline void periodic_checks(domain_state& d) {
-  if ((++d.polls_since_check & 63) != 0) return;
-  const auto now = std::chrono::steady_clock::now();
-  if (now >= d.next_liveness_check) {
-    d.next_liveness_check = now + std::chrono::milliseconds(100);
-    check_liveness(d);
-  }
-  if (!d.stale.empty()) resolve_stale(d, now);
-  if (d.op_timeout.count() > 0 && now >= d.next_sweep) {
-    d.next_sweep = now + domain_state::sweep_period;
-    expire_operations(d);
-  }
+  const auto now = d.poll_clock.sample();
+  if (!now) return;
+  if (d.liveness.due(*now, fabrix::detail::liveness_period)) check_liveness(d);
+  if (!d.stale.empty()) resolve_stale(d, *now);
+  if (d.op_timeout.count() > 0 && d.sweep.due(*now, domain_state::sweep_period)) expire_operations(d);
 }
 
 // Whether wait() must wake up for periodic_checks rather than sleep on the fd.

@@ -9,7 +9,9 @@
 #include <fabrix/detail/import_table.hpp>
 #include <fabrix/detail/intrusive_fifo.hpp>
 #include <fabrix/detail/key_table.hpp>
+#include <fabrix/detail/periodic.hpp>
 #include <fabrix/detail/process_identity.hpp>
+#include <fabrix/detail/remote_key_cache.hpp>
 #include <fabrix/detail/siphash.hpp>
 #include <fabrix/detail/slot_pool.hpp>
 #include <fabrix/ofi/key.hpp>
@@ -158,8 +160,10 @@ struct domain_state {
   // park() never allocates.
   std::vector<peer_state*> busy;
   fabrix::detail::process_identity self = fabrix::detail::self_identity();
-  std::chrono::steady_clock::time_point next_liveness_check{};
-  std::uint32_t polls_since_check = 0;
+  // periodic_checks (progress.hpp): liveness of peers on this node, the
+  // timeout sweep; periodic.hpp.
+  fabrix::detail::poll_clock poll_clock;
+  fabrix::detail::schedule liveness, sweep;
 
   // Operations libfabric may never complete (see expire_operations in
   // progress.hpp): an RMA or atomic still in flight after op_timeout fails
@@ -170,7 +174,6 @@ struct domain_state {
   static constexpr std::chrono::milliseconds sweep_period{100};
   static constexpr std::chrono::milliseconds stale_verdict_delay{100};
   std::uint32_t sweep_epoch = 0;
-  std::chrono::steady_clock::time_point next_sweep{};
   std::uint64_t expired_operations = 0;
 
   std::string last_error;          // text of the latest error completion
@@ -222,12 +225,6 @@ inline void release_slot(domain_state& d, op_slot* op) noexcept {
   d.ops.give_back(op);
 }
 
-// A remote region whose seal has been verified, and its decoded key.
-struct verified_region {
-  remote_buffer rb;
-  remote_key key;
-};
-
 // An imported key (queue_pair::import): what operations need of its region.
 struct imported_region {
   remote_key key;
@@ -251,8 +248,8 @@ struct peer_state {
   status failure_status = status::ok;  // what its operations complete with since
   std::uint32_t inflight = 0;          // posted, not yet completed (recvs excluded)
   op_list parked;
-  bool busy = false;                     // in dom->busy
-  std::vector<verified_region> regions;  // verified once per remote region
+  bool busy = false;                                     // in dom->busy
+  fabrix::detail::remote_key_cache<remote_key> regions;  // verified once per remote region, bounded
   fabrix::detail::import_table<imported_region> imports;
   key_table_map peer_keys;  // the peer's key table, when it is on this node
 };

@@ -244,8 +244,8 @@ class domain_impl {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) return status::timed_out;
       if (!d_->watched.empty()) {  // wake up for the liveness check
-        left = std::min(left, std::chrono::milliseconds(100));
-        d_->polls_since_check |= 63;
+        left = std::min(left, fabrix::detail::liveness_period);
+        d_->poll_clock.wake();
       }
       if (!d_->closing.empty()) left = std::min(left, std::chrono::milliseconds(20));  // their deadlines
       pollfd pfd{d_->event_fd, POLLIN, 0};

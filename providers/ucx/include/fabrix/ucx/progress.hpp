@@ -322,10 +322,9 @@ inline void cancel_recvs(domain_state& d) {
 
 // Throttled: looks at watched peers about every 100 ms of polling.
 inline void check_liveness(domain_state& d) {
-  if (d.watched.empty() || (++d.polls_since_check & 63) != 0) return;
-  const auto now = std::chrono::steady_clock::now();
-  if (now < d.next_liveness_check) return;
-  d.next_liveness_check = now + std::chrono::milliseconds(100);
+  if (d.watched.empty()) return;
+  const auto now = d.poll_clock.sample();
+  if (!now || !d.liveness.due(*now, fabrix::detail::liveness_period)) return;
   bool failed = false;
   for (peer_state* p : d.watched) {
     if (!p->failed && process_gone(p->identity)) {

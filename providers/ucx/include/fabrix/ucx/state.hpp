@@ -8,13 +8,14 @@
 #include <fabrix/detail/import_table.hpp>
 #include <fabrix/detail/intrusive_fifo.hpp>
 #include <fabrix/detail/key_table.hpp>
+#include <fabrix/detail/periodic.hpp>
+#include <fabrix/detail/remote_key_cache.hpp>
 #include <fabrix/detail/siphash.hpp>
 #include <fabrix/detail/slot_pool.hpp>
 #include <fabrix/memory.hpp>
 #include <fabrix/operation.hpp>
 #include <fabrix/remote_buffer.hpp>
 #include <fabrix/ucx/liveness.hpp>
-#include <fabrix/ucx/rkey_cache.hpp>
 
 #include <ucp/api/ucp.h>
 
@@ -106,8 +107,8 @@ struct reply_slot {
   reply_slot* next = nullptr;
 };
 
-// The unpacked rkeys of one endpoint (rkey_cache.hpp).
-using rkey_cache = key_cache<ucp_rkey_h, &ucp_rkey_destroy>;
+// The unpacked rkeys of one endpoint (fabrix/detail/remote_key_cache.hpp).
+using rkey_cache = fabrix::detail::remote_key_cache<ucp_rkey_h, &ucp_rkey_destroy>;
 
 // Where an operation is. Every op starts in `data` (a flush in user_flush);
 // write_with_imm then goes imm_flush -> imm_notify; a delivered write or send
@@ -207,9 +208,9 @@ struct domain_state {
   std::uint64_t dropped_notifications = 0;  // malformed notify AMs from peers
   std::uint64_t dropped_requests = 0;       // malformed or unattributable checked requests / replies
   process_identity self = self_identity();
-  std::vector<peer_state*> watched;  // peers whose liveness fabrix checks itself
-  std::chrono::steady_clock::time_point next_liveness_check{};
-  std::uint32_t polls_since_check = 0;
+  std::vector<peer_state*> watched;       // peers whose liveness fabrix checks itself
+  fabrix::detail::poll_clock poll_clock;  // liveness of `watched`: periodic.hpp
+  fabrix::detail::schedule liveness;
   std::vector<closing_endpoint> closing;  // endpoints UCX still closes
   std::chrono::steady_clock::time_point next_closing_check{};
   bool cancel_abandoned_recvs = false;  // a peer failed inside a callback: cancel its recvs after progress

@@ -142,6 +142,7 @@ class domain_impl {
       if (detail::drive(d) > 0) continue;
       if (ibv_req_notify_cq(d.cq, 0) != 0) return status::provider_error;
       if (detail::drive(d) > 0) continue;  // arrived before the CQ was armed
+      d.poll_clock.wake();                 // about to sleep: a probe that is due goes now
       detail::probe_idle_peers(d);
       const auto now = std::chrono::steady_clock::now();
       auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - now);
@@ -149,7 +150,7 @@ class domain_impl {
       // recv()s waiting: wake up for the next round of liveness probes.
       if (d.posted_recvs && d.opts.probe_ms)
         left = std::min(left, std::max(std::chrono::milliseconds(1),
-                                       std::chrono::ceil<std::chrono::milliseconds>(d.next_probe - now)));
+                                       std::chrono::ceil<std::chrono::milliseconds>(d.probe.next - now)));
       pollfd pfd[2] = {{d.channel->fd, POLLIN, 0}, {d.cm_channel ? d.cm_channel->fd : -1, POLLIN, 0}};
       if (::poll(pfd, d.cm_channel ? 2 : 1, static_cast<int>(left.count())) > 0) {
         if (pfd[1].revents) detail::drive_cm(d);  // a disconnect flushes requests: their completions follow

@@ -56,22 +56,13 @@ namespace fabrix::verbs::detail {
 // The rkey for `rb` on this queue pair: only for a region its peer made and
 // sealed, checked once per region (then cached). False when refused.
 inline bool rkey_for(peer_state& p, const remote_buffer& rb, std::uint32_t& rkey) {
-  if (p.last_hit < p.verified.size() && p.verified[p.last_hit].same_region(rb)) {
-    rkey = p.rkeys[p.last_hit];
+  if (const auto* e = p.rkeys.find(rb)) {
+    rkey = e->key;
     return true;
-  }
-  for (std::size_t i = 0; i < p.verified.size(); ++i) {
-    if (p.verified[i].same_region(rb)) {
-      p.last_hit = i;
-      rkey = p.rkeys[i];
-      return true;
-    }
   }
   if (rb.owner != p.remote.nonce || rb.key_size != 4 || rb.seal != rb.compute_seal(p.remote.secret)) return false;
   rkey = fabrix::detail::load_le<std::uint32_t>(rb.key.data());
-  p.verified.push_back(rb);
-  p.rkeys.push_back(rkey);
-  p.last_hit = p.verified.size() - 1;
+  p.rkeys.add(rb, rkey);
   return true;
 }
 
@@ -260,9 +251,8 @@ inline void post_probe(peer_state& p) {
 
 inline void probe_idle_peers(domain_state& d) {
   if (d.opts.probe_ms == 0 || d.posted_recvs == 0) return;
-  const auto now = std::chrono::steady_clock::now();
-  if (now < d.next_probe) return;
-  d.next_probe = now + std::chrono::milliseconds(d.opts.probe_ms);
+  const auto now = d.poll_clock.sample();
+  if (!now || !d.probe.due(*now, std::chrono::milliseconds(d.opts.probe_ms))) return;
   for (peer_state* p : d.peers) {
     if (d.probes_in_flight >= max_probes) break;
     if (p->connected && !p->failed && p->recv_head != p->recv_tail && !p->ring.cqe_due() && p->ring.room() > 0)

@@ -7,6 +7,8 @@
 #include <fabrix/completion.hpp>
 #include <fabrix/detail/completion_ring.hpp>
 #include <fabrix/detail/import_table.hpp>
+#include <fabrix/detail/periodic.hpp>
+#include <fabrix/detail/remote_key_cache.hpp>
 #include <fabrix/detail/siphash.hpp>
 #include <fabrix/operation.hpp>
 #include <fabrix/remote_buffer.hpp>
@@ -114,10 +116,8 @@ struct peer_state {
   int failure_code = 0;  // ibv_wc_status
   std::string failure_text;
 
-  // Remote regions whose seal has been checked, and their rkeys.
-  std::vector<remote_buffer> verified;
-  std::vector<std::uint32_t> rkeys;
-  std::size_t last_hit = 0;
+  // Remote regions whose seal has been checked, and their rkeys (bounded).
+  fabrix::detail::remote_key_cache<std::uint32_t> rkeys;
   // Imported keys (queue_pair::import): the region's address and rkey.
   struct imported_region {
     std::uint64_t base = 0;
@@ -175,7 +175,8 @@ struct domain_state {
   // apart from the credits, at most max_probes), when the next round is due,
   // and poll() calls since probes were last considered.
   std::uint32_t probes_in_flight = 0;
-  std::chrono::steady_clock::time_point next_probe{};
+  fabrix::detail::poll_clock poll_clock;  // probe_idle_peers (post.hpp); periodic.hpp
+  fabrix::detail::schedule probe;
   std::uint32_t probe_tick = 0;
 
   std::unordered_map<std::uint32_t, peer_state*> by_qpn;  // SRQ completions name only the queue pair
