@@ -397,7 +397,7 @@ result<bootstrap> accept_peers(bootstrap_root_state& root, deadline until) {
           "rank 0: cannot welcome rank " + std::to_string(r) + " (" + st->peer_addresses[r] + "): " + describe(io));
   }
   root.listen.fd.reset();
-  if (st->exchange == exchange_peer_to_peer) {
+  if (st->exchange == exchange_peer_to_peer && root.size > 1) {  // a job of one rank has nobody to link to
     if (auto r = spread_link_addresses(*st, until); !r) return unexpected(r.error());
   }
   return bootstrap_access::make(std::move(st));
