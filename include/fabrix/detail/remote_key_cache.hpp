@@ -26,11 +26,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 namespace fabrix::detail {
 
-template <class Handle, void (*Destroy)(Handle) = nullptr>
+template <class Handle, auto Destroy = nullptr>
 class remote_key_cache {
  public:
   static constexpr std::size_t capacity = 64;
@@ -102,7 +103,9 @@ class remote_key_cache {
   }
 
   static void destroy(Handle& key) noexcept {
-    if constexpr (Destroy != nullptr) Destroy(key);
+    // By type, not by comparing the address: under -fsanitize GCC does not
+    // treat an external function's address as a non-null constant.
+    if constexpr (!std::is_null_pointer_v<decltype(Destroy)>) Destroy(key);
   }
 
   std::vector<std::unique_ptr<entry>> entries_;
