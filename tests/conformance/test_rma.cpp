@@ -2,7 +2,9 @@
 // byte checked.
 #include "providers.hpp"
 
+#include <cstdlib>
 #include <cstring>
+#include <span>
 
 using fabrix::access;
 using fabrix::completion;
@@ -15,13 +17,31 @@ constexpr std::uint32_t done_imm = 0xd0e0u;
 
 bool is_notify(const completion& c, std::uint32_t imm) { return c.op == opcode::remote_write_imm && c.imm == imm; }
 
+// How many of `sizes` (ascending) to run: all, or those up to
+// FABRIX_TEST_MAX_TRANSFER bytes (at least one). The TSan run sets it: there
+// the case looks for races, which a 4 MiB transfer meets as well as a 64 MiB
+// one, and under TSan UCX 1.13's tcp transport drops the connection in the
+// middle of a 64 MiB read (UCS_ERR_ENDPOINT_TIMEOUT from a closed socket,
+// 3 runs of 3 with three instances at once; never without TSan, 6 of 6 with
+// six instances and four busy loops).
+std::size_t transfer_sizes_up_to(std::span<const std::size_t> sizes) {
+  const char* cap = std::getenv("FABRIX_TEST_MAX_TRANSFER");
+  if (cap == nullptr || *cap == '\0') return sizes.size();
+  const std::size_t limit = std::strtoull(cap, nullptr, 10);
+  std::size_t n = 1;
+  while (n < sizes.size() && sizes[n] <= limit) ++n;
+  return n;
+}
+
 }  // namespace
 
 TEST_CASE_TEMPLATE("conformance: write then read back, 1 B to 64 MiB, unaligned offsets", P, FX_PROVIDERS) {
   fxt::with_ranks<P>(2, [](fxt::rank_env<P>& env) {
-    const std::size_t sizes[] = {
+    const std::size_t all_sizes[] = {
         1, 2, 3, 7, 8, 9, 63, 64, 65, 1000, 4095, 4096, 4097, 65535, 65536, 65537, 1 << 20, (4 << 20) + 3, 64 << 20};
-    std::vector<std::byte> target((64 << 20) + 64), src((64 << 20) + 64), back((64 << 20) + 64);
+    const std::span<const std::size_t> sizes(all_sizes, transfer_sizes_up_to(all_sizes));
+    const std::size_t largest = sizes.back() + 64;
+    std::vector<std::byte> target(largest), src(largest), back(largest);
     auto mt = env.reg(target);
     auto ms = env.reg(src, access::local);
     auto mb = env.reg(back, access::local);
