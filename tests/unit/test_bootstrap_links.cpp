@@ -269,7 +269,11 @@ TEST_CASE("peer_to_peer: a rank killed before the links formed fails every other
     CHECK(c == (r == victim ? -1 : c == 2 ? 2 : 0));
     named += c == 2;
   }
-  CHECK(named >= 2);  // ranks 3 and 4 connect to rank 2; rank 1 and 0 wait for its links
+  // At least the first rank to find it gone names rank 2. Ranks 3 and 4
+  // both link to it, but a rank that first tries a neighbour which has
+  // already left (having failed on rank 2) names that neighbour: seen here,
+  // rank 3 named rank 2 and exited, then ranks 0 and 4 found rank 3 gone.
+  CHECK(named >= 1);
 }
 
 TEST_CASE("peer_to_peer: ranks calling different collectives are detected") {

@@ -77,3 +77,38 @@ TEST_CASE("slot_pool: exhaustion is back-pressure, slots come back reset") {
   CHECK(again == b);
   CHECK(again->value == 0);
 }
+
+namespace {
+// A slot with scratch that every use writes before reading: recycle() resets
+// the rest only.
+struct scratch_slot {
+  int value = 0;
+  int scratch = 0;
+  int recycled = 0;
+  scratch_slot* next_free = nullptr;
+  void recycle() noexcept {
+    value = 0;
+    ++recycled;
+  }
+};
+}  // namespace
+
+TEST_CASE("slot_pool: a slot with recycle() is reset by it, its scratch kept") {
+  fabrix::detail::slot_pool<scratch_slot> pool(2);
+  scratch_slot* a = pool.take();
+  REQUIRE(a != nullptr);
+  a->value = 7;
+  a->scratch = 42;
+  pool.give_back(a);
+  CHECK(pool.in_use() == 0);
+  scratch_slot* again = pool.take();
+  REQUIRE(again == a);
+  CHECK(again->value == 0);
+  CHECK(again->scratch == 42);
+  CHECK(again->recycled == 1);
+  CHECK(again->next_free == nullptr);
+  scratch_slot* b = pool.take();
+  CHECK(b != nullptr);
+  CHECK(b != a);
+  CHECK(pool.take() == nullptr);
+}

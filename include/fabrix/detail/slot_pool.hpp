@@ -10,7 +10,11 @@
 
 namespace fabrix::detail {
 
-// Slot must have a `Slot* next_free` member.
+// Slot must have a `Slot* next_free` member. A slot goes back reset to
+// Slot{}, or, when Slot has `void recycle() noexcept`, reset by that: a slot
+// with large buffers that every use writes before it reads them (iovecs, AM
+// headers) resets only the rest, so returning a slot costs a few stores, not
+// a memset of the whole slot per operation.
 template <class Slot>
 class slot_pool {
  public:
@@ -30,7 +34,10 @@ class slot_pool {
     return s;
   }
   void give_back(Slot* s) noexcept {
-    *s = Slot{};
+    if constexpr (requires { s->recycle(); })
+      s->recycle();
+    else
+      *s = Slot{};
     s->next_free = free_;
     free_ = s;
     --in_use_;

@@ -117,7 +117,13 @@ using rkey_cache = fabrix::detail::remote_key_cache<ucp_rkey_h, &ucp_rkey_destro
 // for native operations goes fence_flush -> fence_start -> data.
 enum class stage : std::uint8_t { data, imm_flush, imm_notify, user_flush, delivery_flush, fence_flush, fence_start };
 
-struct op_slot {
+// An operation's state. Every use starts from op_fields{} (recycle); the
+// scratch below is written by post_one / post_checked before it is read
+// (`local` and `memh` up to nlocal, `header` for write_with_imm, `rma` whole),
+// so it is left as the last use wrote it: resetting ~700 bytes per operation
+// was the most expensive line of a small write (issue 16, callgrind).
+struct op_slot;
+struct op_fields {
   completion c{};
   domain_state* dom = nullptr;
   peer_state* peer = nullptr;
@@ -126,18 +132,15 @@ struct op_slot {
   ucs_status_t first_error = UCS_OK;
   stage st = stage::data;
   bool in_use = false;
-  bool abandoned = false;                // completion delivered early (dead peer); UCX still owns requests
-  bool from_recv_pool = false;           // taken from domain_state::recvs, not ::ops
-  bool checked = false;                  // carried as a checked request (rma.hpp)
-  bool awaiting_reply = false;           // a checked request whose reply has not come yet
-  status remote_status = status::ok;     // what the target's check said
-  std::uint32_t seq = 0;                 // use number, echoed by replies
-  rma_header rma{};                      // AM header of a checked request: must live until the AM completes
-  std::uint32_t nlocal = 0;              // local slices of a checked request / recv buffer
-  std::array<ucp_dt_iov_t, 16> local{};  // checked read/atomic: where the reply's bytes go; write: the payload
-  std::uint64_t recv_length = 0;         // recv: the message's full length (truncation)
-  notify_header header{};                // AM header: must live until the AM completes
-  std::uint64_t operand = 0;             // atomic operand buffer: must live until completion
+  bool abandoned = false;             // completion delivered early (dead peer); UCX still owns requests
+  bool from_recv_pool = false;        // taken from domain_state::recvs, not ::ops
+  bool checked = false;               // carried as a checked request (rma.hpp)
+  bool awaiting_reply = false;        // a checked request whose reply has not come yet
+  status remote_status = status::ok;  // what the target's check said
+  std::uint32_t seq = 0;              // use number, echoed by replies
+  std::uint32_t nlocal = 0;           // local slices of a checked request / recv buffer
+  std::uint64_t recv_length = 0;      // recv: the message's full length (truncation)
+  std::uint64_t operand = 0;          // atomic operand buffer: must live until completion
   // What the op needs to start later than post() (a parked op): resolved
   // target (never the remote_buffer pointer, which dies when post returns)
   // and local slices (`local`, with their memory handles).
@@ -146,7 +149,6 @@ struct op_slot {
   std::uint64_t rlength = 0;          // target length
   std::uint64_t repoch = 0;           // the target region's epoch (checked requests, key table)
   std::uint64_t compare = 0;          // compare_swap: expected value
-  std::array<ucp_mem_h, 16> memh{};   // native puts/gets: each local slice's handle
   std::uint64_t flush_mark = 0;       // an endpoint flush: peer_state::native_posted when it was posted
   bool unsignaled = false;            // op_options::unsignaled: no completion on success, counted
   bool delivered = false;             // op_options::delivered on a native lane: flushed before it completes
@@ -155,6 +157,15 @@ struct op_slot {
   rkey_cache::entry* rkey = nullptr;  // held while UCX may use it: until the slot goes back (release_slot)
   op_slot* next = nullptr;            // deferred / parked list link
   op_slot* next_free = nullptr;       // slot_pool link
+};
+struct op_scratch {
+  rma_header rma{};                      // AM header of a checked request: must live until the AM completes
+  std::array<ucp_dt_iov_t, 16> local{};  // checked read/atomic: where the reply's bytes go; write: the payload
+  notify_header header{};                // AM header: must live until the AM completes
+  std::array<ucp_mem_h, 16> memh{};      // native puts/gets: each local slice's handle
+};
+struct op_slot : op_fields, op_scratch {
+  void recycle() noexcept { static_cast<op_fields&>(*this) = op_fields{}; }
 };
 
 // Intrusive FIFO of slots (no allocation).
