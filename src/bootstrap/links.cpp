@@ -124,23 +124,19 @@ struct link_former {
       return broken(io_status_code(io), who(l.peer, l.address) + " dropped its link from this rank: " + describe(io));
     if (!p.done()) return {};
     if (!o.proved) {
-      const auto& h = p.header();
-      const auto& b = p.blobs();
-      if (h.kind != kind::challenge || h.count != 2 || b[0].size() != nonce_bytes || b[1].size() != mac_bytes)
-        return broken(status::provider_error, who(l.peer, l.address) + " answered the link hello with no challenge");
-      std::copy(b[0].begin(), b[0].end(), o.t.root_nonce.begin());
-      if (!digests_equal(challenge_mac(st.token, o.t), std::span<const std::byte, mac_bytes>(b[1].data(), mac_bytes)))
-        return broken(status::access_denied, "the process at " + who(l.peer, l.address) +
-                                                 " failed authentication: it does not know the job token");
-      const digest proof = proof_mac(st.token, o.t);
-      const auto head = encode_frame_header({kind::proof, op::none, 0, 0, 1});
-      const auto len = encode_length(mac_bytes);
-      const std::span<const std::byte> pieces[] = {head, len, proof};
+      proof_frame proof;
+      switch (answer_challenge(st.token, o.t, p, proof, l.session)) {
+        case challenge_check::ok: break;
+        case challenge_check::not_a_challenge:
+          return broken(status::provider_error, who(l.peer, l.address) + " answered the link hello with no challenge");
+        case challenge_check::forged:
+          return broken(status::access_denied, "the process at " + who(l.peer, l.address) +
+                                                   " failed authentication: it does not know the job token");
+      }
+      const std::span<const std::byte> pieces[] = {proof.head, proof.length, proof.mac};
       if (const auto sent = send_all(l.fd.get(), pieces, until); !sent.ok())
         return broken(io_status_code(sent),
                       "cannot send the link proof to " + who(l.peer, l.address) + ": " + describe(sent));
-      l.session.key = session_key(st.token, o.t);
-      l.session.outgoing = direction::rank_to_root;
       o.proved = true;
       return {};
     }

@@ -49,25 +49,20 @@ result<bootstrap> join_root(int rank, int size, std::string_view root_address, s
       frame_parser challenge(2, mac_bytes);
       if (io.ok()) io = recv_frame(attempt.fd.get(), challenge, assembled_until);
       const auto& ch = challenge.header();
-      if (io.ok() && ch.kind == kind::challenge && ch.count == 2 && challenge.blobs()[0].size() == nonce_bytes &&
-          challenge.blobs()[1].size() == mac_bytes) {
-        std::copy(challenge.blobs()[0].begin(), challenge.blobs()[0].end(), t.root_nonce.begin());
-        const digest want = challenge_mac(token, t);
-        if (!digests_equal(want, std::span<const std::byte, mac_bytes>(challenge.blobs()[1].data(), mac_bytes))) {
+      proof_frame proof;
+      session s;
+      const challenge_check verdict =
+          io.ok() ? answer_challenge(token, t, challenge, proof, s) : challenge_check::not_a_challenge;
+      if (verdict != challenge_check::not_a_challenge) {
+        if (verdict == challenge_check::forged) {
           // Nothing was revealed: we answer only a root that proved itself.
           last_status = status::access_denied;
           last_error = me + ": bootstrap root " + root_text +
                        " failed authentication: its challenge does not prove it knows the job token (not the real "
                        "rank 0: another job or process on this port, or a different FABRIX_JOB_TOKEN); refused it";
         } else {
-          const digest proof = proof_mac(token, t);
-          const auto head = encode_frame_header({kind::proof, op::none, 0, 0, 1});
-          const auto len = encode_length(mac_bytes);
-          const std::span<const std::byte> pieces[] = {head, len, proof};
+          const std::span<const std::byte> pieces[] = {proof.head, proof.length, proof.mac};
           io = send_all(attempt.fd.get(), pieces, assembled_until);
-          session s;
-          s.key = session_key(token, t);
-          s.outgoing = direction::rank_to_root;
           frame_parser answer(0, 0, /*with_mac=*/true);
           if (io.ok()) io = recv_frame(attempt.fd.get(), answer, assembled_until);
           if (io.ok() && !answer.authentic(s))

@@ -100,21 +100,16 @@ result<void> pass_table(bootstrap_state& st, int child, const table_frame& f, de
   frame_parser challenge(2, mac_bytes);
   if (io.ok()) io = recv_frame(fd.get(), challenge, until);
   if (!io.ok()) return failed(io_status_code(io), describe(io));
-  const auto& ch = challenge.header();
-  const auto& b = challenge.blobs();
-  if (ch.kind != kind::challenge || ch.count != 2 || b[0].size() != nonce_bytes || b[1].size() != mac_bytes)
-    return failed(status::provider_error, "it answered the tree hello with no challenge");
-  std::copy(b[0].begin(), b[0].end(), t.root_nonce.begin());
-  if (!digests_equal(challenge_mac(st.token, t), std::span<const std::byte, mac_bytes>(b[1].data(), mac_bytes)))
-    return failed(status::access_denied, "the process there does not know the job token");
+  proof_frame proof;
   session s;
-  s.key = session_key(st.token, t);
-  s.outgoing = direction::rank_to_root;
-  const digest proof = proof_mac(st.token, t);
-  const auto proof_head = encode_frame_header({kind::proof, op::none, 0, 0, 1});
-  const auto proof_len = encode_length(mac_bytes);
+  switch (answer_challenge(st.token, t, challenge, proof, s)) {
+    case challenge_check::ok: break;
+    case challenge_check::not_a_challenge:
+      return failed(status::provider_error, "it answered the tree hello with no challenge");
+    case challenge_check::forged: return failed(status::access_denied, "the process there does not know the job token");
+  }
   const digest mac = s.seal(f.header, f.payload);
-  std::vector<std::span<const std::byte>> pieces{proof_head, proof_len, proof, f.header};
+  std::vector<std::span<const std::byte>> pieces{proof.head, proof.length, proof.mac, f.header};
   for (std::size_t i = 0; i < st.link_addresses.size(); ++i) {
     pieces.emplace_back(f.lengths[i]);
     const auto& a = st.link_addresses[i];

@@ -123,6 +123,25 @@ digest session_key(std::string_view token, const transcript& t) noexcept {
   return transcript_mac(token, "fabrix-boot-v2 session key", t);
 }
 
+challenge_check answer_challenge(std::string_view token, transcript& t, frame_parser& challenge, proof_frame& proof,
+                                 session& s) noexcept {
+  const auto& h = challenge.header();
+  const auto& b = challenge.blobs();
+  if (!challenge.done() || h.kind != kind::challenge || h.count != 2 || b.size() != 2 || b[0].size() != nonce_bytes ||
+      b[1].size() != mac_bytes)
+    return challenge_check::not_a_challenge;
+  std::copy(b[0].begin(), b[0].end(), t.root_nonce.begin());
+  if (!digests_equal(challenge_mac(token, t), std::span<const std::byte, mac_bytes>(b[1].data(), mac_bytes)))
+    return challenge_check::forged;
+  proof.head = encode_frame_header({kind::proof, op::none, 0, 0, 1});
+  proof.length = encode_length(mac_bytes);
+  proof.mac = proof_mac(token, t);
+  s = session{};
+  s.key = session_key(token, t);
+  s.outgoing = direction::rank_to_root;
+  return challenge_check::ok;
+}
+
 void payload_hash::add(std::span<const std::byte> blob) noexcept {
   h_.update(encode_length(blob.size()));
   h_.update(blob);

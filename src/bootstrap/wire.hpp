@@ -206,6 +206,21 @@ struct session {
 digest frame_mac(const digest& key, direction d, std::uint64_t counter,
                  std::span<const std::byte, frame_header_bytes> header, const digest& payload) noexcept;
 
+// The connecting end of a handshake, after its hello: `challenge` (a whole
+// frame) must be {acceptor nonce, challenge_mac} proving the job token. On
+// ok, t.root_nonce is the acceptor's nonce, `proof` is the frame to send
+// next and `s` the connector's session (rank_to_root, nothing counted yet).
+// Used by a rank joining rank 0, by a link and by the tree.
+enum class challenge_check { ok, not_a_challenge, forged };
+struct proof_frame {
+  std::array<std::byte, frame_header_bytes> head{};
+  std::array<std::byte, length_bytes> length{};
+  digest mac{};
+};
+class frame_parser;
+challenge_check answer_challenge(std::string_view token, transcript& t, frame_parser& challenge, proof_frame& proof,
+                                 session& s) noexcept;
+
 // Incremental parser of one frame. The caller receives bytes straight into
 // want() and reports how many arrived with commit(); blobs are allocated only
 // after their length passed the bound. Not copyable across a partial read.
