@@ -26,7 +26,9 @@
 #include <sys/uio.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -70,14 +72,26 @@ struct op_slot {
   std::chrono::steady_clock::time_point due{};  // a stale-key operation: when its verdict is given
   // What to post, kept so that a parked operation can be posted later.
   std::uint32_t iov_count = 0;
-  iovec iov[max_iov]{};
-  void* desc[max_iov]{};
   std::uint64_t raddr = 0;  // libfabric target address (virtual or offset)
   std::uint64_t rkey = 0;
   op_slot* next = nullptr;       // parked-queue link
   op_slot* next_free = nullptr;  // slot_pool link
+  // Scratch, the last members: fill_slot writes [0, iov_count) before
+  // anything reads them, so recycle() leaves them as the last use wrote them.
+  iovec iov[max_iov]{};
+  void* desc[max_iov]{};
+
+  // Back to the initial state, all but the scratch (slot_pool::give_back):
+  // a few stores of ~130 bytes instead of resetting all ~520 per operation.
+  void recycle() noexcept;
 };
 static_assert(std::is_standard_layout_v<op_slot>, "op_slot's address must be its ctx's address");
+static_assert(std::is_trivially_copyable_v<op_slot>, "recycle() copies the initial state's bytes");
+
+inline void op_slot::recycle() noexcept {
+  static constexpr op_slot initial{};
+  std::memcpy(static_cast<void*>(this), &initial, offsetof(op_slot, iov));
+}
 
 inline op_slot* slot_of(void* context) noexcept { return reinterpret_cast<op_slot*>(context); }
 
