@@ -48,8 +48,6 @@ using blob_list = std::vector<std::vector<std::byte>>;
 
 // Pending connections to the link listener before their proof: bounded so a
 // flood of strays cannot grow memory; each gets this long to finish.
-constexpr std::size_t max_pending_links = 64;
-constexpr auto pending_link_limit = std::chrono::milliseconds(2000);
 
 struct outgoing_link {
   transcript t;
@@ -210,10 +208,7 @@ struct link_former {
     for (;;) {
       const bool all_out = std::all_of(out.begin(), out.end(), [](const outgoing_link& o) { return o.done; });
       if (all_out && formed_from == rounds) return {};
-      const auto now = clock::now();
-      for (auto& c : pending)
-        if (now - c.since > pending_link_limit) c.fd.reset();
-      std::erase_if(pending, [](const link_accept& c) { return !c.fd; });
+      expire_pending(pending);
       fds.clear();
       what.clear();
       if (formed_from < rounds) {
@@ -229,7 +224,7 @@ struct link_former {
         fds.push_back({pending[i].fd.get(), POLLIN, 0});
         what.push_back(-2 - static_cast<int>(i));
       }
-      const int ready = poll_until(fds.data(), fds.size(), until.capped(pending_link_limit));
+      const int ready = poll_until(fds.data(), fds.size(), until.capped(pending_accept_limit));
       if (ready < 0 && errno != EINTR) return broken(status::provider_error, "poll() failed: " + errno_text(errno));
       if (ready <= 0) {
         if (!until.expired()) continue;
@@ -246,18 +241,7 @@ struct link_former {
       for (std::size_t i = 0; i < fds.size(); ++i) {
         if (fds[i].revents == 0) continue;
         if (what[i] == -1) {
-          for (;;) {
-            const int fd = ::accept4(listen.fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-            if (fd < 0) break;
-            if (pending.size() >= max_pending_links) {
-              unique_fd drop(fd);
-              continue;
-            }
-            set_nodelay(fd);
-            link_accept c;
-            c.fd.reset(fd);
-            pending.push_back(std::move(c));
-          }
+          accept_pending(listen.fd.get(), pending);
         } else if (what[i] >= 0) {
           if (auto r = step_outgoing(what[i], until); !r) return r;
         } else {
@@ -343,6 +327,24 @@ accept_step step_link_accept(const bootstrap_state& st, link_accept& c,
              digests_equal(proof_mac(st.token, c.t),
                            std::span<const std::byte, mac_bytes>(c.proof->blobs()[0].data(), mac_bytes));
   return c.proved ? accept_step::proved : accept_step::forged;
+}
+
+void expire_pending(std::vector<link_accept>& pending) {
+  const auto now = clock::now();
+  std::erase_if(pending, [now](const link_accept& c) { return !c.fd || now - c.since > pending_accept_limit; });
+}
+
+void accept_pending(int listen_fd, std::vector<link_accept>& pending) {
+  for (;;) {
+    const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;
+    unique_fd accepted(fd);
+    if (pending.size() >= max_pending_accepts) continue;  // closed unanswered
+    set_nodelay(fd);
+    link_accept c;
+    c.fd = std::move(accepted);
+    pending.push_back(std::move(c));
+  }
 }
 
 void retire(bootstrap_state& st, unique_fd& fd) noexcept {

@@ -7,6 +7,7 @@
 #include <fabrix/bootstrap.hpp>
 
 #include <array>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -153,6 +154,16 @@ enum class accept_step { under_way, closed, proved, forged };
 // transcript; `forged`: an expected hello was followed by a wrong proof.
 accept_step step_link_accept(const bootstrap_state& st, link_accept& c,
                              const std::function<bool(const hello&)>& expected, deadline until);
+// Connections accepted on a link listener whose handshake has not ended
+// (links and the tree): at most max_pending_accepts (more are closed
+// unanswered: a flood pays, not the job), each closed unanswered after
+// pending_accept_limit.
+inline constexpr std::size_t max_pending_accepts = 64;
+inline constexpr std::chrono::milliseconds pending_accept_limit{2000};
+// Closes and drops the pending connections older than pending_accept_limit.
+void expire_pending(std::vector<link_accept>& pending);
+// Accepts every connection waiting on `listen_fd` into `pending` (non-blocking).
+void accept_pending(int listen_fd, std::vector<link_accept>& pending);
 // Closes `fd`, adding what it carried to st.closed_traffic.
 void retire(bootstrap_state& st, unique_fd& fd) noexcept;
 // Round count and partners of the peer-to-peer exchange.

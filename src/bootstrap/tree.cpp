@@ -29,9 +29,6 @@ namespace {
 
 using blob_list = std::vector<std::vector<std::byte>>;
 
-constexpr std::size_t max_pending_tree = 64;
-constexpr auto pending_tree_limit = std::chrono::milliseconds(2000);
-
 // The highest k with 2^k <= r (r > 0).
 int top_bit(int r) noexcept {
   int k = 0;
@@ -169,14 +166,11 @@ result<void> receive_table(bootstrap_state& st, deadline until) {
   std::vector<link_accept> pending;
   std::vector<pollfd> fds;
   for (;;) {
-    const auto now = clock::now();
-    for (auto& c : pending)
-      if (now - c.since > pending_tree_limit) c.fd.reset();
-    std::erase_if(pending, [](const link_accept& c) { return !c.fd; });
+    expire_pending(pending);
     fds.clear();
     fds.push_back({listen_fd, POLLIN, 0});
     for (const auto& c : pending) fds.push_back({c.fd.get(), POLLIN, 0});
-    const int ready = poll_until(fds.data(), fds.size(), until.capped(pending_tree_limit));
+    const int ready = poll_until(fds.data(), fds.size(), until.capped(pending_accept_limit));
     if (ready < 0 && errno != EINTR)
       return fail(status::provider_error,
                   rank_text(st.rank) + ": poll() failed waiting for the bootstrap tree: " + errno_text(errno));
@@ -207,18 +201,7 @@ result<void> receive_table(bootstrap_state& st, deadline until) {
         if (other.fd) st.early_links.push_back(std::move(other));
       return r;
     }
-    if (fds[0].revents != 0) {
-      for (;;) {
-        const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) break;
-        unique_fd accepted(fd);
-        if (pending.size() >= max_pending_tree) continue;  // closed: a flood pays, not the job
-        set_nodelay(fd);
-        link_accept c;
-        c.fd = std::move(accepted);
-        pending.push_back(std::move(c));
-      }
-    }
+    if (fds[0].revents != 0) accept_pending(listen_fd, pending);
   }
 }
 
