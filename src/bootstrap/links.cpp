@@ -46,9 +46,6 @@ using blob_list = std::vector<std::vector<std::byte>>;
 
 // ---- forming the links -------------------------------------------------------
 
-// Pending connections to the link listener before their proof: bounded so a
-// flood of strays cannot grow memory; each gets this long to finish.
-
 struct outgoing_link {
   transcript t;
   frame_parser challenge{2, mac_bytes};
