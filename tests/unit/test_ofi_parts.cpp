@@ -5,6 +5,8 @@
 
 #include <fabrix/ofi.hpp>
 
+#include "slot_round_trip.hpp"
+
 #include <array>
 #include <cstring>
 
@@ -212,38 +214,37 @@ TEST_CASE("ofi stale key: an operation held for its verdict counts as in flight,
 }
 
 TEST_CASE("ofi op slot: going back resets every field but the iovec scratch") {
-  using fabrix::ofi::detail::op_slot;
-  fabrix::detail::slot_pool<op_slot> pool(1);
-  op_slot* op = pool.take();
-  REQUIRE(op != nullptr);
+  using od::op_slot;
   int target = 0;
-  op->ctx.internal[0] = &target;
-  op->c.token = 77;
-  op->c.status = fabrix::status::access_denied;
-  op->st = fabrix::ofi::detail::slot_state::posted;
-  op->counted = op->unsignaled = op->fenced = true;
-  op->posted_epoch = 9;
-  op->due = std::chrono::steady_clock::now();
-  op->iov_count = 2;
-  op->raddr = 0x1000;
-  op->rkey = 5;
-  op->iov[1] = iovec{&target, 4};
-  op->desc[1] = &target;
-  pool.give_back(op);
-  op_slot* again = pool.take();
-  REQUIRE(again == op);
-  CHECK(again->ctx.internal[0] == nullptr);
-  CHECK(again->c.token == 0);
-  CHECK(again->c.status == fabrix::status::ok);
-  CHECK(again->st == fabrix::ofi::detail::slot_state::free);
-  CHECK_FALSE(again->counted);
-  CHECK_FALSE(again->unsignaled);
-  CHECK_FALSE(again->fenced);
-  CHECK(again->posted_epoch == 0);
-  CHECK(again->due == std::chrono::steady_clock::time_point{});
-  CHECK(again->iov_count == 0);
-  CHECK(again->raddr == 0);
-  CHECK(again->rkey == 0);
-  CHECK(again->next == nullptr);
-  CHECK(again->iov[1].iov_base == &target);  // scratch: fill_slot writes it before it is read
+  slot_round_trip<op_slot>(
+      [&](op_slot& op) {
+        op.ctx.internal[0] = &target;
+        op.c.token = 77;
+        op.c.status = status::access_denied;
+        op.st = od::slot_state::posted;
+        op.counted = op.unsignaled = op.fenced = true;
+        op.posted_epoch = 9;
+        op.due = std::chrono::steady_clock::now();
+        op.iov_count = 2;
+        op.raddr = 0x1000;
+        op.rkey = 5;
+        op.iov[1] = iovec{&target, 4};
+        op.desc[1] = &target;
+      },
+      [&](const op_slot& op) {
+        CHECK(op.ctx.internal[0] == nullptr);
+        CHECK(op.c.token == 0);
+        CHECK(op.c.status == status::ok);
+        CHECK(op.st == od::slot_state::free);
+        CHECK_FALSE(op.counted);
+        CHECK_FALSE(op.unsignaled);
+        CHECK_FALSE(op.fenced);
+        CHECK(op.posted_epoch == 0);
+        CHECK(op.due == std::chrono::steady_clock::time_point{});
+        CHECK(op.iov_count == 0);
+        CHECK(op.raddr == 0);
+        CHECK(op.rkey == 0);
+        CHECK(op.next == nullptr);
+        CHECK(op.iov[1].iov_base == &target);  // scratch: fill_slot writes it before it is read
+      });
 }

@@ -6,6 +6,8 @@
 
 #include <fabrix/ucx.hpp>
 
+#include "slot_round_trip.hpp"
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -476,34 +478,33 @@ TEST_CASE("ucx fence: the op after it, and all behind it, wait for the checked r
 
 TEST_CASE("ucx op slot: going back resets op_fields, keeps the iovec and header scratch") {
   using fabrix::ucx::detail::op_slot;
-  fabrix::detail::slot_pool<op_slot> pool(1);
-  op_slot* op = pool.take();
-  REQUIRE(op != nullptr);
   int target = 0;
-  op->c.token = 77;
-  op->in_use = op->checked = op->awaiting_reply = op->unsignaled = true;
-  op->pending = 3;
-  op->first_error = UCS_ERR_CANCELED;
-  op->seq = 12;
-  op->nlocal = 2;
-  op->raddr = 0x1000;
-  op->local[1] = ucp_dt_iov_t{&target, 4};
-  op->header.imm = 9;
-  pool.give_back(op);
-  op_slot* again = pool.take();
-  REQUIRE(again == op);
-  CHECK(again->c.token == 0);
-  CHECK_FALSE(again->in_use);
-  CHECK_FALSE(again->checked);
-  CHECK_FALSE(again->awaiting_reply);
-  CHECK_FALSE(again->unsignaled);
-  CHECK(again->pending == 0);
-  CHECK(again->first_error == UCS_OK);
-  CHECK(again->seq == 0);
-  CHECK(again->nlocal == 0);
-  CHECK(again->raddr == 0);
-  CHECK(again->next == nullptr);
-  // Scratch: post_one / post_checked write it before it is read.
-  CHECK(again->local[1].buffer == &target);
-  CHECK(again->header.imm == 9);
+  slot_round_trip<op_slot>(
+      [&](op_slot& op) {
+        op.c.token = 77;
+        op.in_use = op.checked = op.awaiting_reply = op.unsignaled = true;
+        op.pending = 3;
+        op.first_error = UCS_ERR_CANCELED;
+        op.seq = 12;
+        op.nlocal = 2;
+        op.raddr = 0x1000;
+        op.local[1] = ucp_dt_iov_t{&target, 4};
+        op.header.imm = 9;
+      },
+      [&](const op_slot& op) {
+        CHECK(op.c.token == 0);
+        CHECK_FALSE(op.in_use);
+        CHECK_FALSE(op.checked);
+        CHECK_FALSE(op.awaiting_reply);
+        CHECK_FALSE(op.unsignaled);
+        CHECK(op.pending == 0);
+        CHECK(op.first_error == UCS_OK);
+        CHECK(op.seq == 0);
+        CHECK(op.nlocal == 0);
+        CHECK(op.raddr == 0);
+        CHECK(op.next == nullptr);
+        // Scratch: post_one / post_checked write it before it is read.
+        CHECK(op.local[1].buffer == &target);
+        CHECK(op.header.imm == 9);
+      });
 }
