@@ -17,7 +17,6 @@
 #include "state.hpp"
 
 #include <poll.h>
-#include <sys/socket.h>
 
 #include <cerrno>
 #include <string>
