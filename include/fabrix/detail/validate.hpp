@@ -106,22 +106,49 @@ struct post_rules {
   std::uint32_t accepted = 0;
   std::uint32_t max_sge = 0;
 
+  // write and read, where accepted with one local slice: the opcodes
+  // common_shape_ok may pass.
+  std::uint32_t common = 0;
+
   post_rules(provider_id self_, std::uint64_t owner_, std::uint64_t importer_, const capabilities& caps) noexcept
       : self(self_), owner(owner_), importer(importer_), max_sge(caps.max_sge) {
     for (auto op : {opcode::write, opcode::read, opcode::write_with_imm, opcode::fetch_add, opcode::compare_swap,
                     opcode::send, opcode::recv, opcode::flush})
       if (check_caps(op, caps) == status::ok) accepted |= bit(op);
+    if (max_sge >= 1) common = accepted & (bit(opcode::write) | bit(opcode::read));
   }
   static constexpr std::uint32_t bit(opcode op) noexcept { return 1u << static_cast<unsigned>(op); }
 };
 
-// Checks one operation against `rules` (per operation: a few compares; the
-// common shape — one local slice, no options — takes no loop).
+// Whether `o` has the shape most operations have and passes every check
+// validate() would make: a write or read of one valid local slice of the
+// rules' domain through a remote_key the rules' queue pair imported, in
+// range, with the rights, options at most unsignaled and delivered. One run
+// of compares, no loop and no switch. False says only "not this shape, or
+// not valid": validate_all() then decides, and gives the error.
+inline bool common_shape_ok(const operation& o, const post_rules& rules) noexcept {
+  const bool is_write = o.code == opcode::write;
+  if (!is_write && o.code != opcode::read) return false;
+  if ((rules.common & post_rules::bit(o.code)) == 0) return false;
+  constexpr auto plain = static_cast<std::uint8_t>(op_options::unsignaled | op_options::delivered);
+  if (o.options != op_options::none && (o.flags != 0 || (static_cast<std::uint8_t>(o.options) & ~plain) != 0))
+    return false;
+  const local_slice& l = o.local;
+  const remote_key* k = o.remote.key;
+  if (!o.gather.empty() || !l.valid || l.owner != rules.owner || l.provider != rules.self) return false;
+  if (k == nullptr || o.remote.buffer != nullptr || k->importer != rules.importer || k->provider != rules.self)
+    return false;
+  return fits(o.remote.offset, o.remote.length, k->length) &&
+         allows(k->rights, is_write ? access::remote_write : access::remote_read) && l.length == o.remote.length;
+}
+
+// Checks one operation against `rules`, every shape (per operation: a few
+// compares; one local slice takes no loop).
 // Returns ok, or the error the caller sees: unsupported, invalid_argument
 // (foreign provider, domain or queue pair, bad sizes, unaligned atomics,
 // options the operation cannot take), out_of_range (a slice
 // outside its region), access_denied (rights the remote region lacks).
-inline status validate(const operation& o, const post_rules& rules) noexcept {
+inline status validate_all(const operation& o, const post_rules& rules) noexcept {
   const auto code = static_cast<unsigned>(o.code);
   if (code > static_cast<unsigned>(opcode::flush)) return status::invalid_argument;  // remote_write_imm or unknown
   if ((rules.accepted & post_rules::bit(o.code)) == 0) return status::unsupported;
@@ -160,6 +187,12 @@ inline status validate(const operation& o, const post_rules& rules) noexcept {
   }
   if (bytes != o.remote.length) return status::invalid_argument;
   return status::ok;
+}
+
+// What queue_pair::post checks: common_shape_ok first (most operations stop
+// there), else every check. Same result as validate_all for every operation.
+inline status validate(const operation& o, const post_rules& rules) noexcept {
+  return common_shape_ok(o, rules) ? status::ok : validate_all(o, rules);
 }
 
 }  // namespace fabrix::detail
