@@ -48,6 +48,8 @@ class endpoint_base {
  protected:
   // Posts ops[posted..] one at a time through post_one(Peer&, const
   // operation&) until one is not ok; returns that status (ok: all posted).
+  // Pass a lambda, not a function's name: a function pointer is called per
+  // operation, a lambda's body is inlined into the loop.
   template <class PostOne>
   status post_each(std::span<const operation> ops, std::size_t& posted, PostOne&& post_one) {
     for (posted = 0; posted < ops.size(); ++posted) {

@@ -63,7 +63,9 @@ class endpoint_impl : public fabrix::detail::endpoint_base<detail::peer_state, d
  public:
   using endpoint_base::endpoint_base;
 
-  status post(std::span<const operation> ops, std::size_t& posted) { return post_each(ops, posted, detail::post_one); }
+  status post(std::span<const operation> ops, std::size_t& posted) {
+    return post_each(ops, posted, [](auto& p, const operation& o) { return detail::post_one(p, o); });
+  }
 
   // An imported key is verified and decoded once (key_for); operations
   // then find it by index.
