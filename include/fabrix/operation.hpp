@@ -57,6 +57,7 @@ struct operation {
     return gather.empty() ? std::span<const local_slice>(&local, 1) : gather;
   }
   std::uint64_t local_bytes() const noexcept {
+    if (gather.empty()) return local.length;
     std::uint64_t n = 0;
     for (const auto& s : locals()) n += s.length;
     return n;

@@ -6,6 +6,7 @@
 
 #include <fabrix/completion.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <span>
 #include <vector>
@@ -14,19 +15,21 @@ namespace fabrix::detail {
 
 class completion_ring {
  public:
-  explicit completion_ring(std::size_t capacity = 1024) : slots_(round_up(capacity)) {}
+  explicit completion_ring(std::size_t capacity = 1024) : slots_(round_up(capacity)), mask_(slots_.size() - 1) {}
 
   bool empty() const noexcept { return head_ == tail_; }
   std::size_t size() const noexcept { return tail_ - head_; }
 
+  // Small enough to inline into a provider's post path; grow() is not.
   void push(const completion& c) {
-    if (size() == slots_.size()) grow();
-    slots_[tail_++ & (slots_.size() - 1)] = c;
+    if (size() > mask_) grow();
+    slots_[tail_++ & mask_] = c;
   }
   // Moves up to out.size() completions into `out`, oldest first.
   std::size_t drain(std::span<completion> out) noexcept {
-    std::size_t n = 0;
-    while (n < out.size() && !empty()) out[n++] = slots_[head_++ & (slots_.size() - 1)];
+    const std::size_t n = std::min(out.size(), size());
+    for (std::size_t i = 0; i < n; ++i) out[i] = slots_[(head_ + i) & mask_];
+    head_ += n;
     return n;
   }
 
@@ -36,16 +39,18 @@ class completion_ring {
     while (p < n) p *= 2;
     return p;
   }
-  void grow() {
+  [[gnu::noinline]] void grow() {
     std::vector<completion> bigger(slots_.size() * 2);
     const std::size_t n = size();
-    for (std::size_t i = 0; i < n; ++i) bigger[i] = slots_[(head_ + i) & (slots_.size() - 1)];
+    for (std::size_t i = 0; i < n; ++i) bigger[i] = slots_[(head_ + i) & mask_];
     slots_.swap(bigger);
+    mask_ = slots_.size() - 1;
     head_ = 0;
     tail_ = n;
   }
 
   std::vector<completion> slots_;
+  std::size_t mask_;      // slots_.size() - 1 (a power of two less one)
   std::size_t head_ = 0;  // monotonic; index = counter & (capacity - 1)
   std::size_t tail_ = 0;
 };
