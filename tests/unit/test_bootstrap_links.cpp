@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstddef>
 #include <string>
@@ -173,11 +174,15 @@ TEST_CASE("peer_to_peer: strays on a rank's link listener are closed and the job
       strays.push_back(fd);
     }
     const int code = exchange_and_check(r, b, 2, 1000);
-    for (int fd : strays) {  // each was closed by the rank (EOF), never answered
+    for (int fd : strays) {  // each was closed by the rank, never answered
       const timeval wait{5, 0};
       ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
       std::byte got[256];
-      CHILD_CHECK(r, ::recv(fd, got, sizeof got, 0) == 0);
+      // EOF, or a reset where the rank closed with some of the stray's bytes
+      // still unread (the kernel then sends RST, not FIN); not a timeout
+      // (EAGAIN: left open) and no bytes.
+      const ssize_t n_got = ::recv(fd, got, sizeof got, 0);
+      CHILD_CHECK(r, n_got == 0 || (n_got < 0 && errno == ECONNRESET));
       ::close(fd);
     }
     return code;
