@@ -411,6 +411,62 @@ TEST_CASE("ucx unsignaled: a direct op takes no slot and counts at once; a refus
   CHECK(t.qp->finished() == 3);
 }
 
+TEST_CASE("ucx direct fast path: imported keys, 0 to 40 bytes at odd offsets, exact bytes, then stale and fenced") {
+  // post_direct_fast (post.hpp) copies up to 16 bytes inline in pieces that
+  // overlap: every size around those pieces, with the bytes beside each
+  // range checked untouched, both ways.
+  two_domains t;
+  auto allocated = t.target->allocate_memory(4096, fabrix::access::all_remote);
+  REQUIRE(allocated);
+  std::optional<fabrix::memory_region<fabrix::ucx::provider>> region(std::move(*allocated));
+  std::byte* shared = region->data();
+  std::vector<std::byte> src(128), back(128);
+  auto ms = t.initiator->register_memory(src, fabrix::access::local);
+  auto mb = t.initiator->register_memory(back, fabrix::access::local);
+  REQUIRE(ms);
+  REQUIRE(mb);
+  auto key = t.qp->import(region->remote());
+  REQUIRE(key);
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>(i * 7 + 1);
+  std::uint64_t token = 100, unsignaled = 0;
+  for (std::size_t n = 0; n <= 40; ++n) {
+    const std::size_t loff = n % 5 + 1, roff = 64 * n + n % 3 + 1;
+    std::memset(shared + roff - 1, 0, n + 2);
+    const auto opts = n % 2 ? fabrix::op_options::unsignaled : fabrix::op_options::none;
+    REQUIRE(t.qp->write(ms->slice(loff, n), key->slice(roff, n), ++token, opts) == status::ok);
+    CHECK(std::memcmp(shared + roff, src.data() + loff, n) == 0);  // done inside post()
+    CHECK(shared[roff - 1] == std::byte{0});
+    CHECK(shared[roff + n] == std::byte{0});
+    std::memset(back.data(), 0xee, back.size());
+    REQUIRE(t.qp->read(mb->slice(3, n), key->slice(roff, n), ++token, opts) == status::ok);
+    CHECK(std::memcmp(back.data() + 3, src.data() + loff, n) == 0);
+    CHECK(back[2] == std::byte{0xee});
+    CHECK(back[3 + n] == std::byte{0xee});
+    if (n % 2) unsignaled += 2;
+  }
+  CHECK(t.qp->finished() == unsignaled);
+  t.poll_for(30, false);
+  CHECK(t.seen.size() == 2 * 21);  // the signaled ones: n even, a write and a read each
+  for (const auto& c : t.seen) CHECK(c.status == status::ok);
+  // A fenced op leaves the fast path (nothing in flight: it goes at once).
+  t.qp->fence();
+  src[0] = std::byte{0x42};
+  REQUIRE(t.qp->write(ms->slice(0, 8), key->slice(0, 8), 1) == status::ok);
+  CHECK(shared[0] == std::byte{0x42});
+  t.poll_for(30, false);
+  CHECK(t.completed(1));
+  // The region is gone: the fast path refuses, the general one completes
+  // stale_key and writes nothing.
+  region.reset();
+  t.seen.clear();
+  REQUIRE(t.qp->write(ms->slice(0, 8), key->slice(0, 8), 2, fabrix::op_options::unsignaled) == status::ok);
+  REQUIRE(t.qp->read(mb->slice(0, 8), key->slice(0, 8), 3) == status::ok);
+  t.poll_for(30, false);
+  REQUIRE(t.seen.size() == 2);
+  CHECK(t.seen[0].status == status::stale_key);
+  CHECK(t.seen[1].status == status::stale_key);
+}
+
 TEST_CASE("ucx fence: the op after it, and all behind it, wait for the checked request before it") {
   two_domains t;
   // `user` is the user's memory: written by a checked request, answered only

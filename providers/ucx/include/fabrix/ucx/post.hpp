@@ -75,29 +75,30 @@ inline rkey_cache::entry* target_of(peer_state& p, const remote_slice& r) {
   return rkey_for(p, *r.buffer);
 }
 
+// n bytes (sizeof(Word) <= n <= 2 * sizeof(Word)) as two Word moves that
+// overlap where n is less than two words, as libc's small-size paths do.
+template <class Word>
+[[gnu::always_inline]] inline void copy_two_words(std::byte* d, const std::byte* s, std::size_t n) noexcept {
+  Word head, tail;
+  std::memcpy(&head, s, sizeof(Word));
+  std::memcpy(&tail, s + n - sizeof(Word), sizeof(Word));
+  std::memcpy(d, &head, sizeof(Word));
+  std::memcpy(d + n - sizeof(Word), &tail, sizeof(Word));
+}
+
 // memcpy, with sizes of 16 bytes and less copied inline: for a small write
 // on a mapped segment the library call was a third of fabrix's cost.
-// Overlapping 8- or 4-byte moves, as libc's own small-size paths do.
 [[gnu::always_inline]] inline void copy_bytes(void* to, const void* from, std::size_t n) noexcept {
   auto* d = static_cast<std::byte*>(to);
   const auto* s = static_cast<const std::byte*>(from);
-  if (n > 16) {
+  if (n > 16)
     std::memcpy(d, s, n);
-  } else if (n >= 8) {
-    std::uint64_t head, tail;
-    std::memcpy(&head, s, 8);
-    std::memcpy(&tail, s + n - 8, 8);
-    std::memcpy(d, &head, 8);
-    std::memcpy(d + n - 8, &tail, 8);
-  } else if (n >= 4) {
-    std::uint32_t head, tail;
-    std::memcpy(&head, s, 4);
-    std::memcpy(&tail, s + n - 4, 4);
-    std::memcpy(d, &head, 4);
-    std::memcpy(d + n - 4, &tail, 4);
-  } else {
+  else if (n >= 8)
+    copy_two_words<std::uint64_t>(d, s, n);
+  else if (n >= 4)
+    copy_two_words<std::uint32_t>(d, s, n);
+  else
     for (std::size_t i = 0; i < n; ++i) d[i] = s[i];
-  }
 }
 
 inline void* slice_address(const local_slice& l) noexcept { return l.address; }
