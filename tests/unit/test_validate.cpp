@@ -8,7 +8,7 @@
 
 #include <array>
 #include <cstdint>
-#include <vector>
+#include <span>
 
 using fabrix::access;
 using fabrix::local_slice;
