@@ -199,9 +199,27 @@ struct link_former {
     return {};
   }
 
+  // A link that already formed carries nothing until the first round: the
+  // target of an outgoing link never sends on it, and a source's first frame
+  // follows its own forming, with its end still open. Either one closing (its
+  // rank failed on another link, or died) fails this rank now: it may be
+  // waiting for a source that will never come, and nobody else will tell it.
+  result<void> check_formed(int k, bool outgoing) {
+    const auto& l = outgoing ? st.links_to[static_cast<std::size_t>(k)] : st.links_from[static_cast<std::size_t>(k)];
+    std::byte b{};
+    const ssize_t n = outgoing ? ::recv(l.fd.get(), &b, 1, MSG_PEEK | MSG_DONTWAIT) : 0;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return {};
+    if (n > 0) return broken(status::provider_error, who(l.peer, l.address) + " sent data on a link it only receives on");
+    const std::string why = n == 0 ? "closed its link" : "broke its link (" + errno_text(errno) + ")";
+    return broken(status::peer_unreachable, who(l.peer, l.address) + " " + why +
+                                                " before every link of this rank formed (it exited, or the job failed there)");
+  }
+
   result<void> run(deadline until) {
     std::vector<pollfd> fds;
-    std::vector<int> what;  // -1: listener; k >= 0: outgoing link k; -2 - i: pending[i]
+    // -1: listener; k >= 0: outgoing link k; -2 - i: pending[i];
+    // -2 - pending.size() - k: the formed incoming link of round k
+    std::vector<int> what;
     for (;;) {
       const bool all_out = std::all_of(out.begin(), out.end(), [](const outgoing_link& o) { return o.done; });
       if (all_out && formed_from == rounds) return {};
@@ -213,13 +231,19 @@ struct link_former {
         what.push_back(-1);
       }
       for (int k = 0; k < rounds; ++k) {
-        if (out[static_cast<std::size_t>(k)].done) continue;
         fds.push_back({st.links_to[static_cast<std::size_t>(k)].fd.get(), POLLIN, 0});
         what.push_back(k);
       }
+      const int formed_base = -2 - static_cast<int>(pending.size());
       for (std::size_t i = 0; i < pending.size(); ++i) {
         fds.push_back({pending[i].fd.get(), POLLIN, 0});
         what.push_back(-2 - static_cast<int>(i));
+      }
+      for (int k = 0; k < rounds; ++k) {
+        const auto& from = st.links_from[static_cast<std::size_t>(k)];
+        if (!from.fd) continue;
+        fds.push_back({from.fd.get(), POLLRDHUP, 0});  // not POLLIN: its first frame may come early
+        what.push_back(formed_base - k);
       }
       const int ready = poll_until(fds.data(), fds.size(), until.capped(pending_accept_limit));
       if (ready < 0 && errno != EINTR) return broken(status::provider_error, "poll() failed: " + errno_text(errno));
@@ -240,10 +264,14 @@ struct link_former {
         if (what[i] == -1) {
           accept_pending(listen.fd.get(), pending);
         } else if (what[i] >= 0) {
-          if (auto r = step_outgoing(what[i], until); !r) return r;
-        } else {
+          const int k = what[i];
+          auto r = out[static_cast<std::size_t>(k)].done ? check_formed(k, true) : step_outgoing(k, until);
+          if (!r) return r;
+        } else if (what[i] > formed_base) {
           auto& c = pending[static_cast<std::size_t>(-2 - what[i])];
           if (auto r = step_incoming(c, until); !r) return r;
+        } else {
+          if (auto r = check_formed(formed_base - what[i], false); !r) return r;
         }
       }
     }

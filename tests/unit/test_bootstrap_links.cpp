@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -279,6 +280,30 @@ TEST_CASE("peer_to_peer: a rank killed before the links formed fails every other
   // already left (having failed on rank 2) names that neighbour: seen here,
   // rank 3 named rank 2 and exited, then ranks 0 and 4 found rank 3 gone.
   CHECK(named >= 1);
+}
+
+TEST_CASE("peer_to_peer: a link partner dying after its link formed fails the rank still forming others") {
+  // Three ranks: rank 0 links to 2 (round 0) and 1 (round 1); rank 2 welcomes
+  // rank 0's link, then dies while everyone waits for rank 1, which sleeps.
+  // Rank 0 must learn it from the formed link itself: when rank 1 wakes, it
+  // fails on rank 2 and only drops a link rank 0 was still forming.
+  const int n = 3, victim = 2;
+  const auto codes = run_job(n, p2p(10000ms), [](int r, bootstrap& b) {
+    if (r == victim) {
+      const itimerval in_300ms{{0, 0}, {0, 300'000}};
+      ::signal(SIGALRM, SIG_DFL);
+      ::setitimer(ITIMER_REAL, &in_300ms, nullptr);  // dies inside the allgather below
+    }
+    if (r == 1) std::this_thread::sleep_for(2s);
+    auto all = b.allgather(blob_of(r, 0, 100));
+    CHILD_CHECK(r, !all);
+    std::fprintf(stderr, "rank %d (expected failure): %s\n", r, all.error().describe().c_str());
+    CHILD_CHECK(r, all.code() == status::peer_unreachable);
+    return contains(all.error().message, "rank 2 ") ? 2 : 0;
+  });
+  CHECK(codes[0] == 2);  // named the victim, not rank 1 (nor a timeout)
+  CHECK((codes[1] == 0 || codes[1] == 2));  // failed on rank 0 (gone by then) or on the victim
+  CHECK(codes[2] == -1);
 }
 
 TEST_CASE("peer_to_peer: ranks calling different collectives are detected") {
