@@ -8,8 +8,9 @@
 // and the per-slot counters are sized before the clock starts.
 //
 // --unsignaled (not atomics): every operation of a list but the last is
-// unsignaled; its slot goes back at once and it counts as done when the
-// queue pairs' finished() says so. A provider may count them only when a
+// unsignaled; --cq-mod N: every operation but each N-th, across lists. An
+// unsignaled operation's slot goes back at once and it counts as done when
+// the queue pairs' finished() says so. A provider may count them only when a
 // later flush completes, so when nothing signaled is left in flight the
 // loop posts a flush on every queue pair.
 #pragma once
@@ -77,23 +78,7 @@ class bw_initiator {
         if (went < n) break;  // back-pressure: poll first
       }
       const std::size_t got = s_.dom.poll(cs);
-      for (std::size_t i = 0; i < got; ++i) {
-        const completion& c = cs[i];
-        if (c.op == opcode::flush && c.token == flush_token) {
-          expect_ok(c, "bandwidth loop (flush of unsignaled operations)");
-          --flushes_;
-        } else if (c.token < recv_token && c.op != opcode::remote_write_imm && c.op != opcode::recv) {
-          if (c.status != status::ok) expect_ok(c, "bandwidth loop");
-          on_done(c.token);
-          ++signaled_done;
-          --signaled_out_;
-        } else if (target_ != nullptr) {
-          target_->on(c);
-        } else {
-          expect_ok(c, "bandwidth loop");
-          fail("unexpected completion of " + std::string(to_string(c.op)) + " in the bandwidth loop");
-        }
-      }
+      for (std::size_t i = 0; i < got; ++i) signaled_done += on_completion(cs[i]);
       completed = unsignaled_ ? signaled_done + (finished_now() - finished_base) : signaled_done;
       if (unsignaled_ && signaled_out_ == 0 && flushes_ == 0 && completed < posted) retire_unsignaled();
       if (completed >= window_mark) {
@@ -107,6 +92,13 @@ class bw_initiator {
       }
     }
     const double secs = tc.seconds(tc.now() - t0);
+    // A retiring flush may still be in flight (the operations it covers were
+    // counted before it completed): it ends here, untimed, so that no flush
+    // completion of this run reaches the caller's own flushes.
+    while (flushes_ > 0) {
+      const std::size_t got = s_.dom.poll(cs);
+      for (std::size_t i = 0; i < got; ++i) signaled_done += on_completion(cs[i]);
+    }
     total_ += completed;
     bw_result r;
     r.bytes = st_.size;
@@ -124,11 +116,30 @@ class bw_initiator {
  private:
   static constexpr std::uint64_t flush_token = recv_token - 1;
 
+  // One completion of the loop; returns 1 for a signaled operation's.
+  std::uint64_t on_completion(const completion& c) {
+    if (c.op == opcode::flush && c.token == flush_token) {
+      expect_ok(c, "bandwidth loop (flush of unsignaled operations)");
+      --flushes_;
+    } else if (c.token < recv_token && c.op != opcode::remote_write_imm && c.op != opcode::recv) {
+      if (c.status != status::ok) expect_ok(c, "bandwidth loop");
+      on_done(c.token);
+      --signaled_out_;
+      return 1;
+    } else if (target_ != nullptr) {
+      target_->on(c);
+    } else {
+      expect_ok(c, "bandwidth loop");
+      fail("unexpected completion of " + std::string(to_string(c.op)) + " in the bandwidth loop");
+    }
+    return 0;
+  }
+
   // Posts n operations in one call; returns how many went out.
   std::uint64_t post_list(std::uint64_t n, std::uint64_t batch) {
     for (std::uint64_t i = 0; i < n; ++i) {
       set_slot(ops_[i], pop_slot());
-      if (unsignaled_) ops_[i].options = i + 1 < n ? op_options::unsignaled : op_options::none;
+      if (unsignaled_) ops_[i].options = signaled(i, n) ? op_options::none : op_options::unsignaled;
     }
     const std::uint64_t q = st_.test == test_kind::send ? 0 : batch;
     if (s_.qps.size() > 1)
@@ -138,6 +149,7 @@ class bw_initiator {
     if (r.status != status::ok && r.status != status::again)
       fail(std::string("posting ") + std::string(to_string(st_.test)) + ": " + std::string(to_string(r.status)));
     for (std::uint64_t i = n; i > r.posted; --i) free_[free_top_++] = static_cast<std::uint32_t>(ops_[i - 1].token);
+    if (cq_mod_ > 1) op_seq_ -= n - r.posted;  // those go again: --cq-mod counts what went out
     for (std::uint64_t i = 0; i < r.posted; ++i) {
       if (has(ops_[i].options, op_options::unsignaled))
         free_[free_top_++] = static_cast<std::uint32_t>(ops_[i].token);  // no completion will return it
@@ -145,6 +157,12 @@ class bw_initiator {
         ++signaled_out_;
     }
     return r.posted;
+  }
+
+  // Whether operation i of a list of n gives a completion.
+  bool signaled(std::uint64_t i, std::uint64_t n) noexcept {
+    if (cq_mod_ <= 1) return i + 1 == n;  // --unsignaled
+    return ++op_seq_ % cq_mod_ == 0;
   }
 
   std::uint64_t finished_now() const noexcept {
@@ -221,7 +239,9 @@ class bw_initiator {
   local_slice src_;
   std::uint64_t imm_seq_ = 0;
   std::uint64_t total_ = 0;
-  bool unsignaled_ = s_.opts.unsignaled && !is_atomic(st_.test);
+  bool unsignaled_ = (s_.opts.unsignaled || s_.opts.cq_mod > 1) && !is_atomic(st_.test);
+  std::uint64_t cq_mod_ = static_cast<std::uint64_t>(s_.opts.cq_mod);
+  std::uint64_t op_seq_ = 0;        // operations posted under --cq-mod, for its period
   std::uint64_t signaled_out_ = 0;  // signaled operations in flight
   std::uint64_t flushes_ = 0;       // retire_unsignaled() flushes in flight
 };

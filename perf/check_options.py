@@ -55,6 +55,8 @@ def main():
     expect([perf, "-q", "0"], 2, "bad queue pair count")
     expect([perf, "-t", "4", "-l", "8"], 2, "must not exceed -t")
     expect([perf, "-n", "5", "-D", "1"], 2, "exclude each other")
+    expect([perf, "--cq-mod", "0"], 2, "bad completion moderation")
+    expect([perf, "--unsignaled", "--cq-mod", "4"], 2, "--unsignaled and --cq-mod exclude each other")
     expect([perf, "--provider", "nope"], 2, "unknown provider")
     expect([perf, "--mem", "gpu"], 2, "bad memory kind")
     expect([perf, "--mem", "cuda:0", "--loopback"], 2, "--mem cuda")

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Meson test (suite perf): runs fabrix-perf --loopback briefly for one
 provider — every test, both modes, a few sizes, -q 2 and -l batching once,
--b once, -D once, static and runtime dispatch, provider-allocated and user
-memory — and checks that it exits 0 (its own data checks passed), that its
+--cq-mod once, -b once, -D once, static and runtime dispatch,
+provider-allocated and user memory — and checks that it exits 0 (its own data checks passed), that its
 table has a row per measurement and that its JSON matches the schema.
 Timings are not judged. A provider whose hardware is absent (verbs,
 cuda_ipc) makes the test skip (77).
@@ -134,6 +134,11 @@ def main():
         # Batched posting over two queue pairs, and bidirectional, at 64 KiB.
         run(perf, args + ["write,read,fetch_add", "bw", "-s", "64K", "-n", "300", "-q", "2", "-l", "8", "-t", "32"],
             out, 3)
+        # Completion moderation: one completion per 7 operations, across post
+        # lists of 3 and a count that is no multiple of either (a flush retires
+        # the unsignaled rest).
+        run(perf, args + ["write,read,send,write_imm", "bw", "-s", "1K", "-n", "301", "-l", "3", "--cq-mod", "7"],
+            out, 4)
         # Bidirectional, through fabrix::any_provider (virtual dispatch).
         run(perf, args + ["write,send,write_imm", "bw", "-b", "-s", "1K", "-n", "300", "--dispatch", "any"], out, 3)
         # Duration mode, where the target does not know the count in advance,

@@ -15,6 +15,10 @@ fabrix-perf runs (all three, always):
             which; saved under "defaults" and shown in the report)
   explicit  the same + --provider ucx|ofi --transport T
   user      explicit + --alloc user (memory fabrix-perf allocates, registered)
+  moderated UCX bandwidth only: explicit + --cq-mod 100, one completion per
+            100 writes (ib_write_bw's default), beside ucx_perftest, whose
+            ucp_put_bw asks for no completion per put; the explicit run
+            still pays one completion per operation
 
 Baselines (perf/raw is built by meson beside fabrix-perf):
   ucx-shm, ucx-tcp (UCX_TLS=sysv,posix,cma / tcp)
@@ -83,10 +87,17 @@ TRANSPORTS = {
 # The fabrix-perf runs and the baselines each is paired with.
 GROUPS = {
     "ucx": [("default", ["ucx_perftest", "raw_ucx"]), ("explicit", ["ucx_perftest", "raw_ucx"]),
-            ("user", ["raw_ucx-user"])],
+            ("user", ["raw_ucx-user"]), ("moderated", ["ucx_perftest"])],
     "ofi": [("default", ["raw_ofi"]), ("explicit", ["raw_ofi", "raw_ofi-dc"]), ("user", ["raw_ofi"])],
 }
 CLEAN_PREFIXES = ("UCX_", "FI_", "FABRIX_", "PMIX_", "OMPI_")
+MODERATION = "100"  # --cq-mod of the moderated run: ib_write_bw's default
+
+
+def run_tests(run, tests):
+    """The tests a fabrix run (and its pairs) measures: the moderated run
+    only bandwidth, which is all --cq-mod changes."""
+    return [t for t in tests if run != "moderated" or TESTS[t][1] == "bw"]
 
 
 def target(transport, test, size, run, baseline, default_provider=None):
@@ -189,6 +200,8 @@ class Sides:
             cmd += ["--provider", prov, "--transport", tr]
         if run == "user":
             cmd += ["--alloc", "user"]
+        if run == "moderated":
+            cmd += ["--cq-mod", MODERATION]
         if os.path.exists(out):
             os.unlink(out)
         self.run(cmd, clean_env())
@@ -280,14 +293,16 @@ class Compare:
             for k in range(self.args.pairs):
                 seq = []
                 for run, bases in GROUPS[prov]:
+                    if not run_tests(run, tests):
+                        continue
                     seq.append((run, None))
                     seq += [(run, b) for b in bases]
                 if k % 2:
                     seq.reverse()
                 for run, base in seq:
                     try:
-                        got = (self.sides.fabrix(name, run, size, tests) if base is None
-                               else self.sides.baseline(name, base, size, tests))
+                        got = (self.sides.fabrix(name, run, size, run_tests(run, tests)) if base is None
+                               else self.sides.baseline(name, base, size, run_tests(run, tests)))
                     except Failed as e:
                         got = None
                         failures.append(str(e))
@@ -295,7 +310,7 @@ class Compare:
                     results.setdefault((run, base), []).append(got)
             for run, bases in GROUPS[prov]:
                 for base in bases:
-                    for t in tests:
+                    for t in run_tests(run, tests):
                         self.row(name, t, size, run, base, results[(run, None)], results[(run, base)])
         info["load_after"] = loadavg()
         info["failures"] = failures

@@ -136,6 +136,9 @@ MODE   bw | lat (default: both)
       --unsignaled        bw: only the last operation of each post list gives a
                           completion; the others are unsignaled and counted
                           by queue_pair::finished() (not for atomics)
+      --cq-mod N          bw: every N-th operation gives a completion, the others
+                          are unsignaled, whatever -l is (perftest's --cq-mod;
+                          default 1: every operation; not for atomics)
       --report_gbits      bandwidth in Gb/s instead of MB/s (MB = 2^20 bytes)
       --out_json FILE     also write the results as JSON (schema: perf/README.md)
       --provider NAME     verbs | ucx | ofi | cuda_ipc | auto (default auto: the
@@ -215,11 +218,33 @@ parse_outcome parse(int argc, char** argv) {
       return std::string_view(argv[++i]);
     };
     auto takes_value = [](std::string_view a) {
-      static const char* const names[] = {
-          "-s",         "--size",      "-n",       "--iters",    "-D",           "--duration",  "--iters-warmup",
-          "-q",         "--qps",       "-t",       "--tx-depth", "-l",           "--post-list", "--out_json",
-          "--provider", "--transport", "--device", "--mem",      "-p",           "--port",      "--test",
-          "--mode",     "--timeout",   "--alloc",  "--dispatch", "--remote-keys"};
+      static const char* const names[] = {"-s",
+                                          "--size",
+                                          "-n",
+                                          "--iters",
+                                          "-D",
+                                          "--duration",
+                                          "--iters-warmup",
+                                          "-q",
+                                          "--qps",
+                                          "-t",
+                                          "--tx-depth",
+                                          "-l",
+                                          "--post-list",
+                                          "--out_json",
+                                          "--provider",
+                                          "--transport",
+                                          "--device",
+                                          "--mem",
+                                          "-p",
+                                          "--port",
+                                          "--test",
+                                          "--mode",
+                                          "--timeout",
+                                          "--alloc",
+                                          "--dispatch",
+                                          "--remote-keys",
+                                          "--cq-mod"};
       return std::any_of(std::begin(names), std::end(names), [&](const char* n) { return a == n; });
     };
     if (has_inline && !takes_value(arg)) return fail("option " + std::string(arg) + " takes no value");
@@ -260,6 +285,10 @@ parse_outcome parse(int argc, char** argv) {
         auto n = int_from<int>(*v, 1, 1024);
         if (!n) return fail("bad post list in '" + shown + "' (1 ... 1024)");
         o.post_list = *n;
+      } else if (arg == "--cq-mod") {
+        auto n = int_from<int>(*v, 1, 1 << 20);
+        if (!n) return fail("bad completion moderation in '" + shown + "' (1 ... 1048576)");
+        o.cq_mod = *n;
       } else if (arg == "--out_json") {
         if (v->empty()) return fail("--out_json needs a file name");
         o.out_json = *v;
@@ -331,6 +360,8 @@ parse_outcome parse(int argc, char** argv) {
   if (o.loopback && o.size == 0) o.sweep = true;
   if (o.duration_s > 0 && o.iters != 0) return fail("-D and -n exclude each other");
   if (o.post_list > o.tx_depth) return fail("-l (post list) must not exceed -t (tx depth)");
+  if (o.unsignaled && o.cq_mod > 1)
+    return fail("--unsignaled and --cq-mod exclude each other (--unsignaled is --cq-mod of the post list's length)");
   if (o.tests.empty()) o.tests.assign(std::begin(all_tests), std::end(all_tests));
   if (o.modes.empty()) o.modes = {mode_kind::bw, mode_kind::lat};
   out.opts = std::move(o);
@@ -368,7 +399,8 @@ std::string agreement_text(const options& o) {
   for (std::size_t i = 0; i < o.modes.size(); ++i) s << (i ? "," : "") << to_string(o.modes[i]);
   s << "\nsize=" << o.size << "\nall=" << o.sweep << "\niters=" << o.iters << "\nduration=" << o.duration_s
     << "\nwarmup=" << o.warmup << "\nqps=" << o.qps << "\ntx_depth=" << o.tx_depth << "\npost_list=" << o.post_list
-    << "\nbidirectional=" << o.bidirectional << "\nunsignaled=" << o.unsignaled << "\nprovider=" << o.provider << "\n";
+    << "\nbidirectional=" << o.bidirectional << "\nunsignaled=" << o.unsignaled << "\ncq_mod=" << o.cq_mod
+    << "\nprovider=" << o.provider << "\n";
   return s.str();
 }
 

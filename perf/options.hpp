@@ -35,6 +35,10 @@ struct options {
   // and counted through queue_pair::finished() (perftest's --cq-mod with
   // the post list's length).
   bool unsignaled = false;
+  // --cq-mod N (bw; the same tests): every N-th operation is signaled, the
+  // others unsignaled, whatever the post list (perftest's --cq-mod; 1, the
+  // default, signals every operation). Excludes --unsignaled.
+  int cq_mod = 1;
   std::string out_json;
   std::string provider = "auto";
   std::string transport;

@@ -56,9 +56,12 @@ void report::header() const {
                                           : "remote_buffer per operation (--remote-keys buffer)");
   std::printf(" bootstrap    : %s\n", info_.bootstrap.c_str());
   std::printf(" clock        : %s\n", info_.clock.c_str());
+  const std::string moderation =
+      opts_.unsignaled   ? "   unsignaled (one completion per post list)"
+      : opts_.cq_mod > 1 ? "   one completion per " + std::to_string(opts_.cq_mod) + " operations (--cq-mod)"
+                         : "";
   std::printf(" queue pairs  : %d   tx depth: %d   post list: %d   %s%s\n", opts_.qps, opts_.tx_depth, opts_.post_list,
-              opts_.bidirectional ? "bidirectional" : "unidirectional",
-              opts_.unsignaled ? "   unsignaled (one completion per post list)" : "");
+              opts_.bidirectional ? "bidirectional" : "unidirectional", moderation.c_str());
   std::printf(" data checks  : every size (pattern fill + compare; atomics results checked)\n");
   std::printf("%s\n", rule);
   std::fflush(stdout);
@@ -120,7 +123,7 @@ bool report::write_json(std::string& error) const {
   j << "  \"clock\": " << json_string(info_.clock) << ",\n";
   j << "  \"options\": {\"qps\": " << opts_.qps << ", \"tx_depth\": " << opts_.tx_depth
     << ", \"post_list\": " << opts_.post_list << ", \"bidirectional\": " << (opts_.bidirectional ? "true" : "false")
-    << ", \"unsignaled\": " << (opts_.unsignaled ? "true" : "false")
+    << ", \"unsignaled\": " << (opts_.unsignaled ? "true" : "false") << ", \"cq_mod\": " << opts_.cq_mod
     << ", \"duration_s\": " << json_number(opts_.duration_s) << "},\n";
   j << "  \"results\": [";
   for (std::size_t i = 0; i < rows_.size(); ++i) {

@@ -167,6 +167,8 @@ class runner {
       for (std::size_t i = 0; i < n; ++i) {
         if (cs[i].op == opcode::flush) {
           expect_ok(cs[i], "flush");
+          if (cs[i].token - (control_token | 0x100) >= s_.qps.size())
+            fail("a flush completion that is not one of these (token " + std::to_string(cs[i].token) + ")");
           --left;
         } else if (tgt) {
           tgt->on(cs[i]);
