@@ -179,6 +179,10 @@ class Sides:
         self.args, self.tmp = args, tmp
         self.headers = {}  # (transport, run) -> fabrix-perf's JSON header fields
 
+    def iters(self):
+        """-n for fabrix-perf and the raw loops: --iters, else their own count."""
+        return ["-n", str(self.args.iters)] if self.args.iters else []
+
     def run(self, cmd, env, timeout=300):
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
@@ -195,7 +199,7 @@ class Sides:
         names = sorted({TESTS[t][0] for t in tests})
         modes = sorted({TESTS[t][1] for t in tests})
         cmd = [self.args.fabrix_perf, "--loopback", ",".join(names), ",".join(modes), "-s", str(size),
-               "--out_json", out, "--timeout", "60"]
+               "--out_json", out, "--timeout", "60"] + self.iters()
         if run != "default":
             cmd += ["--provider", prov, "--transport", tr]
         if run == "user":
@@ -219,7 +223,7 @@ class Sides:
     def raw(self, transport, baseline, size, tests):
         prov, tr = TRANSPORTS[transport]
         tool = os.path.join(self.args.raw_dir, "raw_ucx" if prov == "ucx" else "raw_ofi")
-        cmd = [tool, "--loopback", "--tests", ",".join(tests), "-s", str(size)]
+        cmd = [tool, "--loopback", "--tests", ",".join(tests), "-s", str(size)] + self.iters()
         env = clean_env()
         if prov == "ucx":
             env.update(UCX_TLS=tr, UCX_WARN_UNUSED_ENV_VARS="n")
@@ -240,7 +244,7 @@ class Sides:
         got = {}
         for t in tests:
             name, key = PERFTEST[t]
-            n = auto_iters(TESTS[t][1], size)
+            n = self.args.iters or auto_iters(TESTS[t][1], size)
             port = str(free_port())
             server = subprocess.Popen(["ucx_perftest", "-p", port], env=env, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.DEVNULL)
@@ -499,6 +503,9 @@ def main():
     ap.add_argument("--transports", default=",".join(TRANSPORTS),
                     help="of " + ",".join(TRANSPORTS) + " and verbs (perftest in the soft-RoCE VM; not by default)")
     ap.add_argument("--pairs", type=int, default=5, help="interleaved rounds per size (default 5)")
+    ap.add_argument("--iters", type=int, default=0,
+                    help="iterations of every run, every side (default: fabrix-perf's count per size, 5000 for "
+                         "bandwidth: a few milliseconds at 8 B, where start-up noise dominates)")
     ap.add_argument("--rejudge", metavar="JSON", help="judge a saved run's rows again (targets, markdown); no run")
     args = ap.parse_args()
     if args.rejudge:
