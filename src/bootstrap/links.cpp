@@ -209,10 +209,12 @@ struct link_former {
     std::byte b{};
     const ssize_t n = outgoing ? ::recv(l.fd.get(), &b, 1, MSG_PEEK | MSG_DONTWAIT) : 0;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return {};
-    if (n > 0) return broken(status::provider_error, who(l.peer, l.address) + " sent data on a link it only receives on");
+    if (n > 0)
+      return broken(status::provider_error, who(l.peer, l.address) + " sent data on a link it only receives on");
     const std::string why = n == 0 ? "closed its link" : "broke its link (" + errno_text(errno) + ")";
-    return broken(status::peer_unreachable, who(l.peer, l.address) + " " + why +
-                                                " before every link of this rank formed (it exited, or the job failed there)");
+    return broken(status::peer_unreachable,
+                  who(l.peer, l.address) + " " + why +
+                      " before every link of this rank formed (it exited, or the job failed there)");
   }
 
   result<void> run(deadline until) {

@@ -301,7 +301,7 @@ TEST_CASE("peer_to_peer: a link partner dying after its link formed fails the ra
     CHILD_CHECK(r, all.code() == status::peer_unreachable);
     return contains(all.error().message, "rank 2 ") ? 2 : 0;
   });
-  CHECK(codes[0] == 2);  // named the victim, not rank 1 (nor a timeout)
+  CHECK(codes[0] == 2);                     // named the victim, not rank 1 (nor a timeout)
   CHECK((codes[1] == 0 || codes[1] == 2));  // failed on rank 0 (gone by then) or on the victim
   CHECK(codes[2] == -1);
 }
