@@ -211,10 +211,25 @@ struct link_former {
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return {};
     if (n > 0)
       return broken(status::provider_error, who(l.peer, l.address) + " sent data on a link it only receives on");
+    // A partner that timed out waiting for the same missing rank closes
+    // too: the links still missing here name the rank the job waits for.
     const std::string why = n == 0 ? "closed its link" : "broke its link (" + errno_text(errno) + ")";
-    return broken(status::peer_unreachable,
-                  who(l.peer, l.address) + " " + why +
-                      " before every link of this rank formed (it exited, or the job failed there)");
+    return broken(
+        status::peer_unreachable,
+        who(l.peer, l.address) + " " + why +
+            " before every link of this rank formed (it exited, or the job failed there); links missing:" + missing());
+  }
+
+  // The links not formed yet, as " to rank 1 (address); from rank 3;".
+  std::string missing() const {
+    std::string text;
+    for (int k = 0; k < rounds; ++k) {
+      const auto& l = st.links_to[static_cast<std::size_t>(k)];
+      if (!out[static_cast<std::size_t>(k)].done) text += " to " + who(l.peer, l.address) + ";";
+      if (!st.links_from[static_cast<std::size_t>(k)].fd)
+        text += " from rank " + std::to_string(link_source(st.rank, st.size, k)) + ";";
+    }
+    return text;
   }
 
   result<void> run(deadline until) {
@@ -251,15 +266,8 @@ struct link_former {
       if (ready < 0 && errno != EINTR) return broken(status::provider_error, "poll() failed: " + errno_text(errno));
       if (ready <= 0) {
         if (!until.expired()) continue;
-        std::string missing;
-        for (int k = 0; k < rounds; ++k) {
-          const auto& l = st.links_to[static_cast<std::size_t>(k)];
-          if (!out[static_cast<std::size_t>(k)].done) missing += " to " + who(l.peer, l.address) + ";";
-          if (!st.links_from[static_cast<std::size_t>(k)].fd)
-            missing += " from rank " + std::to_string(link_source(st.rank, st.size, k)) + ";";
-        }
         return broken(status::timed_out, "timed out after " + std::to_string(st.opts.op_timeout.count()) +
-                                             " ms; links missing:" + missing);
+                                             " ms; links missing:" + missing());
       }
       for (std::size_t i = 0; i < fds.size(); ++i) {
         if (fds[i].revents == 0) continue;

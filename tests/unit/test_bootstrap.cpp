@@ -88,6 +88,10 @@ class clean_env {
 };
 
 bool contains(const std::string& s, std::string_view what) { return s.find(what) != std::string::npos; }
+bool env_is(const char* name, std::string_view value) {
+  const char* v = std::getenv(name);
+  return v != nullptr && value == v;
+}
 
 // Checks a root derived from a job id: loopback, port in 20000-29999.
 int derived_port(const std::string& root) {
@@ -982,6 +986,14 @@ TEST_CASE("a peer killed before a collective: rank 0's allgather fails fast, the
 }
 
 TEST_CASE("a peer that hangs (SIGSTOP): the collective times out on every rank") {
+  // Over the peer-to-peer exchange a rank may learn it sooner: a partner
+  // that timed out first closes the link they had formed, and the rank fails
+  // at once with peer_unreachable, its message naming the links it still
+  // waited for (links.cpp).
+  const bool p2p = env_is("FABRIX_BOOTSTRAP_EXCHANGE", "peer_to_peer");
+  const auto failed_as_expected = [p2p](status code) {
+    return code == status::timed_out || (p2p && code == status::peer_unreachable);
+  };
   const std::string token = "stop";
   const bootstrap_options opts{5000ms, 1000ms};
   auto root = bootstrap::listen(3, "127.0.0.1:0", token, opts);
@@ -993,7 +1005,7 @@ TEST_CASE("a peer that hangs (SIGSTOP): the collective times out on every rank")
     const auto t0 = steady::now();
     auto ok = b->barrier();
     CHILD_CHECK(1, !ok);
-    CHILD_CHECK(1, ok.code() == status::timed_out);
+    CHILD_CHECK(1, failed_as_expected(ok.code()));
     CHILD_CHECK(1, seconds_since(t0) < 1.0 + sched_slack_s);
     return 0;
   });
@@ -1009,10 +1021,10 @@ TEST_CASE("a peer that hangs (SIGSTOP): the collective times out on every rank")
   auto ok = b->barrier();
   const double took = seconds_since(t0);
   REQUIRE_FALSE(ok);
-  CHECK(ok.code() == status::timed_out);
   CAPTURE(ok.error().message);
+  CHECK(failed_as_expected(ok.code()));
   CHECK(contains(ok.error().message, "rank 2"));
-  CHECK(took >= 0.9);
+  if (ok.code() == status::timed_out) CHECK(took >= 0.9);
   CHECK(took < 1.0 + sched_slack_s);
   CHECK(reap(survivor) == 0);
   ::kill(sleeper, SIGKILL);
