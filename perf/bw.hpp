@@ -11,8 +11,8 @@
 //
 // --unsignaled (not atomics): every operation of a list but the last is
 // unsignaled; --cq-mod N: every operation but each N-th, across lists. An
-// unsignaled operation's slot goes back at once and it counts as done when
-// the queue pairs' finished() says so. A provider may count them only when a
+// unsignaled operation (never an atomic, so never slotted) counts as done
+// when the queue pairs' finished() says so. A provider may count them only when a
 // later flush completes, so when nothing signaled is left in flight the
 // loop posts a flush on every queue pair.
 #pragma once
@@ -168,12 +168,8 @@ class bw_initiator {
       signaled_out_ += r.posted;
       return r.posted;
     }
-    for (std::uint64_t i = 0; i < r.posted; ++i) {
-      if (!has(ops_[i].options, op_options::unsignaled))
-        ++signaled_out_;
-      else if (slotted_)
-        free_[free_top_++] = static_cast<std::uint32_t>(ops_[i].token);  // no completion will return it
-    }
+    for (std::uint64_t i = 0; i < r.posted; ++i)
+      if (!has(ops_[i].options, op_options::unsignaled)) ++signaled_out_;
     return r.posted;
   }
 
@@ -240,16 +236,14 @@ class bw_initiator {
   // A slotted (atomic) operation completed: check its result, free its slot.
   void on_done(std::uint64_t slot) {
     if (slot >= s_.slots) unknown_token(slot);
-    if (is_atomic(st_.test)) {
-      std::uint64_t old = 0;
-      std::memcpy(&old, s_.pull(s_.lay.results + slot * 8, 8), 8);
-      const std::uint64_t k = book_.done[slot]++;
-      const std::uint64_t want = st_.test == test_kind::fetch_add ? k * atomic_book::addend(slot) : k;
-      if (old != want)
-        fail("DATA CHECK FAILED: " + std::string(to_string(st_.test)) + " slot " + std::to_string(slot) + " returned " +
-             std::to_string(old) + ", expected " + std::to_string(want));
-      book_.sum += st_.test == test_kind::fetch_add ? atomic_book::addend(slot) : 1;
-    }
+    std::uint64_t old = 0;
+    std::memcpy(&old, s_.pull(s_.lay.results + slot * 8, 8), 8);
+    const std::uint64_t k = book_.done[slot]++;
+    const std::uint64_t want = st_.test == test_kind::fetch_add ? k * atomic_book::addend(slot) : k;
+    if (old != want)
+      fail("DATA CHECK FAILED: " + std::string(to_string(st_.test)) + " slot " + std::to_string(slot) + " returned " +
+           std::to_string(old) + ", expected " + std::to_string(want));
+    book_.sum += st_.test == test_kind::fetch_add ? atomic_book::addend(slot) : 1;
     free_[free_top_++] = static_cast<std::uint32_t>(slot);
   }
 
@@ -265,7 +259,7 @@ class bw_initiator {
   std::uint64_t imm_seq_ = 0;
   std::uint64_t total_ = 0;
   bool slotted_ = is_atomic(st_.test);  // operations own a slot while in flight
-  bool unsignaled_ = (s_.opts.unsignaled || s_.opts.cq_mod > 1) && !is_atomic(st_.test);
+  bool unsignaled_ = (s_.opts.unsignaled || s_.opts.cq_mod > 1) && !slotted_;
   std::uint64_t cq_mod_ = static_cast<std::uint64_t>(s_.opts.cq_mod);
   std::uint64_t op_seq_ = 0;             // operations posted under --cq-mod
   std::uint64_t next_signal_ = cq_mod_;  // the op_seq_ of the next signaled one

@@ -2,8 +2,9 @@
 """Meson test (suite perf): runs fabrix-perf --loopback briefly for one
 provider — every test, both modes, a few sizes, -q 2 and -l batching once,
 --cq-mod once, -b once, -D once, static and runtime dispatch,
-provider-allocated and user memory — and checks that it exits 0 (its own data checks passed), that its
-table has a row per measurement and that its JSON matches the schema.
+provider-allocated and user memory — and checks that it exits 0 (its own
+data checks passed), that its table has a row per measurement and that its
+JSON matches the schema.
 Timings are not judged. A provider whose hardware is absent (verbs,
 cuda_ipc) makes the test skip (77).
 Every run's header and JSON must also say which provider ran and why

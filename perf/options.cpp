@@ -218,33 +218,11 @@ parse_outcome parse(int argc, char** argv) {
       return std::string_view(argv[++i]);
     };
     auto takes_value = [](std::string_view a) {
-      static const char* const names[] = {"-s",
-                                          "--size",
-                                          "-n",
-                                          "--iters",
-                                          "-D",
-                                          "--duration",
-                                          "--iters-warmup",
-                                          "-q",
-                                          "--qps",
-                                          "-t",
-                                          "--tx-depth",
-                                          "-l",
-                                          "--post-list",
-                                          "--out_json",
-                                          "--provider",
-                                          "--transport",
-                                          "--device",
-                                          "--mem",
-                                          "-p",
-                                          "--port",
-                                          "--test",
-                                          "--mode",
-                                          "--timeout",
-                                          "--alloc",
-                                          "--dispatch",
-                                          "--remote-keys",
-                                          "--cq-mod"};
+      static const char* const names[] = {
+          "-s",         "--size",     "-n",          "--iters",    "-D",         "--duration",   "--iters-warmup",
+          "-q",         "--qps",      "-t",          "--tx-depth", "-l",         "--post-list",  "--cq-mod",
+          "--out_json", "--provider", "--transport", "--device",   "--mem",      "-p",           "--port",
+          "--test",     "--mode",     "--timeout",   "--alloc",    "--dispatch", "--remote-keys"};
       return std::any_of(std::begin(names), std::end(names), [&](const char* n) { return a == n; });
     };
     if (has_inline && !takes_value(arg)) return fail("option " + std::string(arg) + " takes no value");
