@@ -24,6 +24,11 @@
 // domain is open (1) or closed (0): a region that went away with its whole
 // domain is the peer's departure, not a stale key. No table (another node or
 // user, shm_open failed, table full): the provider's own behaviour (README).
+//
+// Slot 1 is the domain's access board (access_board.hpp): while it reaches a
+// peer's memory by a system call of its own (UCX: CMA), it holds that peer
+// domain's nonce there, so the peer can wait for it before it lets the memory
+// go.
 #pragma once
 
 #include <dirent.h>
@@ -59,11 +64,12 @@ inline std::string key_table_name(std::uint32_t pid, std::uint64_t nonce) {
 class key_table_map {
  public:
   key_table_map() = default;
-  key_table_map(key_table_map&& o) noexcept : entries_(std::exchange(o.entries_, nullptr)) {}
+  key_table_map(key_table_map&& o) noexcept : entries_(std::exchange(o.entries_, nullptr)), owner_uid_(o.owner_uid_) {}
   key_table_map& operator=(key_table_map&& o) noexcept {
     if (this != &o) {
       unmap();
       entries_ = std::exchange(o.entries_, nullptr);
+      owner_uid_ = o.owner_uid_;
     }
     return *this;
   }
@@ -88,16 +94,28 @@ class key_table_map {
     void* p = ::mmap(nullptr, key_table_bytes, create ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
     ::close(fd);
     if (p != MAP_FAILED) m.entries_ = static_cast<std::uint64_t*>(p);
+    m.owner_uid_ = st.st_uid;
     return m;
   }
 
   bool mapped() const noexcept { return entries_ != nullptr; }
+  // The user owning the table's object (a peer's: who made it).
+  uid_t owner_uid() const noexcept { return owner_uid_; }
   // The epoch of the registration alive in `slot`, 0 for none.
   std::uint64_t load(std::uint32_t slot) const noexcept {
     return std::atomic_ref<std::uint64_t>(entries_[slot]).load(std::memory_order_acquire);
   }
   void store(std::uint32_t slot, std::uint64_t epoch) noexcept {
     std::atomic_ref<std::uint64_t>(entries_[slot]).store(epoch, std::memory_order_release);
+  }
+  // The same, sequentially consistent: the access board's two halves each
+  // store one word and then load the other side's (access_board.hpp), which
+  // acquire/release alone does not order.
+  std::uint64_t load_seq_cst(std::uint32_t slot) const noexcept {
+    return std::atomic_ref<std::uint64_t>(entries_[slot]).load(std::memory_order_seq_cst);
+  }
+  void store_seq_cst(std::uint32_t slot, std::uint64_t value) noexcept {
+    std::atomic_ref<std::uint64_t>(entries_[slot]).store(value, std::memory_order_seq_cst);
   }
 
  private:
@@ -106,13 +124,17 @@ class key_table_map {
     entries_ = nullptr;
   }
   std::uint64_t* entries_ = nullptr;
+  uid_t owner_uid_ = static_cast<uid_t>(-1);
 };
+
+inline constexpr std::uint32_t key_table_open_slot = 0;   // 1 while the domain is open
+inline constexpr std::uint32_t key_table_board_slot = 1;  // access_board.hpp
 
 // This domain's own table and its free slots.
 struct key_table {
   key_table_map map;
   std::string name;              // unlinked when the domain closes
-  std::uint32_t next_fresh = 1;  // slot 0: the domain is open
+  std::uint32_t next_fresh = 2;  // slot 0: the domain is open; slot 1: its access board
   std::vector<std::uint32_t> free_slots;
 
   key_table() = default;
@@ -143,10 +165,11 @@ struct key_table {
     map.store(slot, epoch);
     return slot;
   }
-  // The registration in `slot` is gone: peers refuse its key from now on.
+  // The registration in `slot` is gone: peers refuse its key from now on
+  // (sequentially consistent: see access_board.hpp).
   void release(std::uint32_t slot) {
-    if (!map.mapped() || slot == 0 || slot >= key_table_slots) return;
-    map.store(slot, 0);
+    if (!map.mapped() || slot <= key_table_board_slot || slot >= key_table_slots) return;
+    map.store_seq_cst(slot, 0);
     free_slots.push_back(slot);
   }
 };
