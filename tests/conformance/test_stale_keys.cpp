@@ -8,8 +8,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <optional>
+#include <vector>
 
 using fabrix::access;
 using fabrix::completion;
@@ -107,6 +111,67 @@ TEST_CASE_TEMPLATE("conformance: operations through a deregistered region's key 
         env.serve_for(std::chrono::milliseconds(500));
       }
       for (std::byte b : kept) FX_CHECK(b == std::byte{0});  // not one byte changed
+    }
+    env.boot.barrier().value();
+  });
+}
+
+// Deregistration under fire: rank 0 writes to rank 1's region without pause;
+// rank 1 deregisters it while the writes come, then reuses the memory. Once
+// the region's release has returned, no write may land there (the bytes are
+// the owner's again: freed, or reused), whatever path the writes take —
+// checked requests, a NIC, or a system call of the initiator (UCX's CMA to a
+// node-mate: access_board.hpp). Rank 0's writes end with an error.
+TEST_CASE_TEMPLATE("conformance: nothing lands in a region after its release returned, under a stream of writes", P,
+                   FX_PROVIDERS) {
+  fxt::with_ranks<P>(2, [](fxt::rank_env<P>& env) {
+    constexpr std::size_t n = 64 * 1024;
+    constexpr std::byte written{0x5a}, poison{0xee};
+    std::vector<std::byte> local(n, written), memory(n);
+    auto ml = env.reg(local);
+    std::optional<fabrix::memory_region<P>> region(env.reg(memory));
+    const auto peers = env.share(*region);
+    if (env.rank == 0) {
+      std::uint64_t token = 1, landed = 0;
+      status end = status::ok;
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+      while (end == status::ok) {
+        FX_CHECK(std::chrono::steady_clock::now() < until);  // rank 1 deregisters after the first write lands
+        const status posted = env.qps[1].write(ml.slice(0, n), peers[1].slice(0, n), token);
+        if (posted == status::again) {
+          env.serve_for(std::chrono::milliseconds(1));
+          continue;
+        }
+        if (posted != status::ok) {
+          end = posted;
+          break;
+        }
+        const completion c = env.next_token(token++);
+        if (c.status == status::ok)
+          ++landed;
+        else
+          end = c.status;
+      }
+      FX_CHECK(landed > 0);
+      FX_CHECK(fabrix::is_error(end));
+    } else {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+      while (std::atomic_ref<std::byte>(memory.back()).load(std::memory_order_acquire) != written) {
+        FX_CHECK(std::chrono::steady_clock::now() < until);
+        env.serve_for(std::chrono::milliseconds(1));
+      }
+      region.reset();  // returns while writes keep coming
+      std::memset(memory.data(), static_cast<int>(poison), n);
+    }
+    // Rank 1 keeps serving (refusing) until rank 0 has seen its writes end.
+    std::vector<completion> polled;
+    const std::byte none{0};
+    (void)env.boot.allgather(std::span<const std::byte>(&none, 1), fabrix::bootstrap_progress(env.dom, polled)).value();
+    env.backlog.insert(env.backlog.end(), polled.begin(), polled.end());
+    if (env.rank == 1) {
+      std::size_t changed = 0;
+      for (std::byte b : memory) changed += b != poison ? 1 : 0;
+      FX_CHECK(changed == 0);
     }
     env.boot.barrier().value();
   });

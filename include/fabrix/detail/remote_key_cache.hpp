@@ -45,6 +45,9 @@ class remote_key_cache {
     // (UCX: a UCX-allocated shared-memory segment of a peer on this node,
     // reached with plain loads and stores). Null otherwise.
     std::byte* mapped = nullptr;
+    // Reached by the provider's own cross-memory attach (UCX: cma.hpp), a
+    // region a peer on this node registered in its own host memory.
+    bool by_cma = false;
   };
 
   remote_key_cache() = default;

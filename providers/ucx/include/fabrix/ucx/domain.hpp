@@ -13,6 +13,7 @@
 
 #include <fabrix/capabilities.hpp>
 #include <fabrix/detail/describe_region.hpp>
+#include <fabrix/detail/env.hpp>
 #include <fabrix/domain_options.hpp>
 #include <fabrix/memory.hpp>
 #include <fabrix/remote_buffer.hpp>
@@ -62,7 +63,14 @@ class domain_impl {
     if (opts.max_posted_recvs == 0) return unexpected(status::invalid_argument, "max_posted_recvs must be > 0", "ucx");
     if (opts.max_outstanding > UINT32_MAX)
       return unexpected(status::invalid_argument, "max_outstanding must fit in 32 bits", "ucx");
+    std::string why;
+    int cma = 1;  // cma.hpp
+    std::uint64_t cma_min_bytes = 16 * 1024;
+    if (!fabrix::detail::env_number("FABRIX_UCX_CMA", cma, 0, 1, why) ||
+        !fabrix::detail::env_number("FABRIX_UCX_CMA_MIN_BYTES", cma_min_bytes, 0, 1ll << 40, why, true))
+      return unexpected(status::invalid_argument, why, "ucx");
     auto d = std::make_unique<detail::domain_state>(opts.max_outstanding, opts.max_posted_recvs);
+    d->cma_min_bytes = cma_min_bytes;
 
     detail::release_fifo_every_message();  // fifo_workaround.hpp
     ucp_config_t* config = nullptr;
@@ -130,6 +138,9 @@ class domain_impl {
     d->keys.name = fabrix::detail::key_table_name(d->self.pid, d->nonce);
     d->keys.map = fabrix::detail::key_table_map::open(d->keys.name, true);
     d->keys.opened();
+    // Node-mates' registered host memory by CMA where shared memory may be
+    // used, and the board (in the key table) exists.
+    d->cma = cma == 1 && detail::may_use_shared_memory(d->transport) && d->keys.map.mapped();
     return domain_impl(std::move(d));
   }
 
@@ -198,9 +209,10 @@ class domain_impl {
     }
     remote_buffer rb = fabrix::detail::describe_region(provider_id::ucx, reinterpret_cast<std::uintptr_t>(addr), len,
                                                        where, rights, d_->nonce, d_->next_epoch++ | epoch_flags);
-    // An allocated region peers on this node may use directly takes a slot in
-    // our key table: they check it before each operation (post.hpp).
-    if ((epoch_flags & detail::ucx_allocated) != 0) {
+    // An allocated region peers on this node may use directly, and host
+    // memory they may reach by CMA, take a slot in our key table: they check
+    // it before each operation (post.hpp, cma.hpp).
+    if ((epoch_flags & detail::ucx_allocated) != 0 || (where.kind == memory_kind::host && d_->cma)) {
       const std::uint32_t slot = d_->keys.take(rb.epoch);
       if (slot != fabrix::detail::key_table_no_slot) {
         rb.epoch |= static_cast<std::uint64_t>(slot) << detail::key_slot_shift;
@@ -299,6 +311,10 @@ class domain_impl {
     if (p->same_node)
       p->peer_keys =
           fabrix::detail::key_table_map::open(fabrix::detail::key_table_name(p->identity.pid, p->recv_tag), false);
+    // CMA to its registered host memory: only between processes of one user
+    // (its table is ours), whose boards can see each other (cma.hpp).
+    p->cma = d_->cma && p->peer_keys.mapped() && p->peer_keys.owner_uid() == ::geteuid();
+    if (p->cma) watch_board(*p);
     const ucs_status_t s = ucp_ep_create(d_->worker, &ep, &p->ep);
     if (s != UCS_OK) return detail::fail(s, "ucp_ep_create");
     if (!p->detects_failure) d_->watched.push_back(p.get());
@@ -313,7 +329,19 @@ class domain_impl {
     if (d_->cuda_memory) c.gpu = gpu_path::direct;
     return c;
   }
-  std::string describe() const { return "ucx " + version() + ", UCX_TLS=" + d_->transport; }
+  std::string describe() const {
+    return "ucx " + version() + ", UCX_TLS=" + d_->transport +
+           (d_->cma
+                ? ", node-mates' registered host memory: writes and reads from " + std::to_string(d_->cma_min_bytes) +
+                      " B by CMA (" + std::to_string(cma_peers()) + " peers), the rest by checked requests"
+                : ", node-mates' registered host memory by checked requests");
+  }
+  // Peers whose registered host memory this domain reaches by CMA now.
+  std::size_t cma_peers() const noexcept {
+    std::size_t n = 0;
+    for (const detail::peer_state* p : d_->connected) n += p->cma ? 1 : 0;
+    return n;
+  }
   static std::string version() {
     unsigned major = 0, minor = 0, release = 0;
     ucp_get_version(&major, &minor, &release);
@@ -330,6 +358,16 @@ class domain_impl {
 
  private:
   explicit domain_impl(std::unique_ptr<detail::domain_state> d) : d_(std::move(d)) {}
+
+  // The node-mate's board, watched by our regions' release from now until
+  // the domain closes (once per peer domain).
+  void watch_board(const detail::peer_state& p) {
+    for (const auto& b : d_->boards)
+      if (b.nonce == p.recv_tag) return;
+    d_->boards.push_back(
+        {p.recv_tag, p.identity,
+         fabrix::detail::key_table_map::open(fabrix::detail::key_table_name(p.identity.pid, p.recv_tag), false)});
+  }
   std::unique_ptr<detail::domain_state> d_;
 };
 

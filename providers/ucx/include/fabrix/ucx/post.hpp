@@ -39,6 +39,7 @@
 #include <fabrix/detail/completion_of.hpp>
 #include <fabrix/detail/validate.hpp>
 #include <fabrix/operation.hpp>
+#include <fabrix/ucx/cma.hpp>
 #include <fabrix/ucx/progress.hpp>
 #include <fabrix/ucx/rma.hpp>
 #include <fabrix/ucx/state.hpp>
@@ -62,6 +63,10 @@ inline rkey_cache::entry* rkey_for(peer_state& p, const remote_buffer& rb) {
   void* mapped = nullptr;
   if (p.same_node && (rb.epoch & ucx_allocated) != 0 && ucp_rkey_ptr(rkey, rb.address, &mapped) == UCS_OK)
     e->mapped = static_cast<std::byte*>(mapped);
+  // Host memory the peer registered itself, with a key-table slot: by CMA
+  // (cma.hpp) while the kernel lets this process attach to the peer.
+  e->by_cma =
+      p.cma && (rb.epoch & ucx_allocated) == 0 && key_slot_of(rb.epoch) != 0 && rb.location.kind == memory_kind::host;
   return e;
 }
 
@@ -100,9 +105,6 @@ template <class Word>
   else
     for (std::size_t i = 0; i < n; ++i) d[i] = s[i];
 }
-
-inline void* slice_address(const local_slice& l) noexcept { return l.address; }
-inline void* slice_address(const ucp_dt_iov_t& l) noexcept { return l.buffer; }
 
 // After a direct write: its bytes before whatever announces them (a
 // notification, a flag the caller writes next). gcc refuses thread fences
@@ -217,6 +219,16 @@ inline void start_op(peer_state& p, op_slot* op) {
       else
         op->first_error = UCS_ERR_UNREACHABLE;  // the peer is gone: fails it, and what waits on it (deliver)
       op->delivered = false;                    // at the target already
+    } else if (by_cma(p, *held, code, op->rlength)) {
+      const status st =
+          cma_operation(p, *held, code, op->roffset, op->rlength, std::span(op->local.data(), op->nlocal));
+      if (st == status::again)  // the kernel refused this peer: from now on checked requests
+        post_checked(p, op);
+      else if (st == status::peer_unreachable)
+        op->first_error = UCS_ERR_UNREACHABLE;
+      else
+        op->remote_status = st;
+      op->delivered = false;  // at the target already
     } else {
       post_checked(p, op);
     }
@@ -334,11 +346,20 @@ inline bool post_direct_fast(peer_state& p, const operation& o) {
     // is counted; signaled, its completion goes to the ring at once while
     // the ring and the slots in use together stay within max_outstanding
     // (past that it takes the slot path, as every direct op did before).
+    // The same for CMA, whose refusals and failures go the slot path: it
+    // asks again and completes the operation with the answer.
     const bool unsignaled = has(opts, op_options::unsignaled);
-    if (held->mapped && o.code != opcode::write_with_imm && in_order &&
-        (unsignaled || d.ring.size() + d.ops.in_use() < d.ops.capacity()) && !(fenced && fence_must_wait(p)) &&
-        direct_refusal(p, held->verified.epoch) == status::ok) {
+    const bool now = o.code != opcode::write_with_imm && in_order &&
+                     (unsignaled || d.ring.size() + d.ops.in_use() < d.ops.capacity()) &&
+                     !(fenced && fence_must_wait(p));
+    bool done = false;
+    if (now && held->mapped && direct_refusal(p, held->verified.epoch) == status::ok) {
       direct_copy(o.code, held->mapped + o.remote.offset, o.locals(), o.locals()[0].address, o.operand, o.compare);
+      done = true;
+    } else if (now && by_cma(p, *held, o.code, o.remote.length)) {
+      done = cma_operation(p, *held, o.code, o.remote.offset, o.remote.length, o.locals()) == status::ok;
+    }
+    if (done) {
       if (unsignaled)
         ++p.finished;
       else

@@ -32,11 +32,16 @@ class region_impl {
   // The region leaves the target's tables first: from then on checked
   // requests through its remote_buffer are answered stale_key (rma.hpp), and
   // peers on this node that use an allocated region directly see its key
-  // table slot cleared (post.hpp).
+  // table slot cleared (post.hpp). Node-mates that copy by CMA (cma.hpp) may
+  // be inside a copy that checked the slot before: release returns once
+  // none is (access_board.hpp), so the caller may free the memory.
   void release() noexcept {
     if (memh_) {
       d_->regions.erase(rb_.epoch);
-      if (const std::uint32_t slot = detail::key_slot_of(rb_.epoch); slot != 0) d_->keys.release(slot);
+      if (const std::uint32_t slot = detail::key_slot_of(rb_.epoch); slot != 0) {
+        d_->keys.release(slot);
+        if ((rb_.epoch & detail::ucx_allocated) == 0) fabrix::detail::wait_for_boards(d_->boards, d_->nonce);
+      }
       ucp_mem_unmap(d_->context, memh_);
     }
     memh_ = nullptr;

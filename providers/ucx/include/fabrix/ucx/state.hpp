@@ -4,6 +4,7 @@
 #pragma once
 
 #include <fabrix/completion.hpp>
+#include <fabrix/detail/access_board.hpp>
 #include <fabrix/detail/completion_ring.hpp>
 #include <fabrix/detail/import_table.hpp>
 #include <fabrix/detail/intrusive_fifo.hpp>
@@ -206,6 +207,13 @@ struct domain_state {
   // use them directly (post.hpp). Not mapped: shm_open failed; those regions
   // then take no slot.
   fabrix::detail::key_table keys;
+  // Node-mates' registered host memory is reached by CMA (cma.hpp), and the
+  // boards of every node-mate connected since the domain opened (one per
+  // peer domain; kept after its queue pairs close, which does not stop its
+  // copies): a region's release waits on them (access_board.hpp).
+  bool cma = false;
+  std::uint64_t cma_min_bytes = 16 * 1024;  // smaller writes and reads: checked requests (cma.hpp: by_cma)
+  std::vector<fabrix::detail::board_watch> boards;
   std::string transport;  // UCX_TLS in force, for describe()
   // ucp_context_query lists UCS_MEMORY_TYPE_CUDA: this UCX build (its cuda
   // transports) registers and moves device memory itself. Debian 12's UCX
@@ -324,6 +332,9 @@ struct peer_state {
   fabrix::detail::import_table<rkey_cache::entry*> imports;
   // The peer domain's key table, when it is on this node (post.hpp).
   fabrix::detail::key_table_map peer_keys;
+  // Its registered host memory is reached by CMA (cma.hpp); cleared when the
+  // kernel refuses (those operations then go as checked requests).
+  bool cma = false;
 };
 
 inline void domain_state::add_peer(peer_state* p) {

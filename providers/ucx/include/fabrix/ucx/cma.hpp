@@ -1,0 +1,113 @@
+// fabrix's own cross-memory attach (CMA) for node-mates' registered host
+// memory: a write or read of a region a peer on this node registered itself
+// (register_memory of host memory, not allocate_memory) is one
+// process_vm_writev / process_vm_readv by the initiator — one-sided, the
+// target takes no part and need not poll — where UCX 1.13 over shared
+// memory would emulate it (its cma lane ignores keys, so fabrix carried such
+// operations as checked requests, which wait for the target's progress).
+//
+// What keeps it as safe as a checked request:
+//  - the remote_buffer is verified (seal, owner) when it is first used or
+//    imported, and range and rights at every post (validate.hpp), as before;
+//  - the region's slot in the target's key table is checked inside the
+//    access-board handshake (fabrix/detail/access_board.hpp), so nothing is
+//    copied after the target's deregistration returned: stale_key;
+//  - only between processes of one user (the peer's key table is ours), on
+//    one node (same pid namespace: its pid is its pid here), and where the
+//    domain may use shared memory (UCX_TLS; tcp-only domains stay on tcp).
+// The kernel refusing the call (EPERM: ptrace_scope, another user) turns CMA
+// off for that peer and the operation goes as a checked request; atomics
+// always do (a system call cannot be atomic with the target's CPU), and so
+// do writes and reads under FABRIX_UCX_CMA_MIN_BYTES (default 16 KiB).
+// FABRIX_UCX_CMA=0 turns it off for the domain.
+//
+// Trust: a node-mate that bypassed fabrix could write anywhere in the
+// target's memory — but only where the kernel already lets it attach to
+// the target (PTRACE_MODE_ATTACH_REALCREDS), which is what makes the call
+// work at all. The residual risk that a dead target's pid is reused within
+// one liveness period (periodic.hpp) before fabrix sees it gone is the same
+// as UCX's own cma transport's.
+#pragma once
+
+#include <fabrix/detail/access_board.hpp>
+#include <fabrix/operation.hpp>
+#include <fabrix/status.hpp>
+#include <fabrix/ucx/state.hpp>
+
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include <array>
+#include <cerrno>
+#include <cstdint>
+
+namespace fabrix::ucx::detail {
+
+inline void* slice_address(const local_slice& l) noexcept { return l.address; }
+inline void* slice_address(const ucp_dt_iov_t& l) noexcept { return l.buffer; }
+
+enum class cma_result : std::uint8_t {
+  done,
+  not_permitted,  // EPERM: this peer cannot be attached here; use checked requests
+  gone,           // ESRCH: the target process has exited
+  fault,          // EFAULT, or a partial copy: memory not mapped on one side
+};
+
+// One process_vm_writev (write) or process_vm_readv (read) between the
+// local slices and `length` bytes at `raddr` in process `pid`.
+template <class Slices>
+inline cma_result cma_copy(std::uint32_t pid, opcode code, std::uint64_t raddr, std::uint64_t length,
+                           const Slices& slices) noexcept {
+  std::array<iovec, 16> local{};
+  unsigned n = 0;
+  for (const auto& l : slices) {
+    if (n == local.size()) return cma_result::fault;  // validate.hpp bounds slices by caps().max_sge (16)
+    local[n++] = iovec{slice_address(l), l.length};
+  }
+  if (length == 0) return cma_result::done;
+  const iovec remote{reinterpret_cast<void*>(static_cast<std::uintptr_t>(raddr)), length};
+  const auto tid = static_cast<pid_t>(pid);
+  const ssize_t got = code == opcode::read ? ::process_vm_readv(tid, local.data(), n, &remote, 1, 0)
+                                           : ::process_vm_writev(tid, local.data(), n, &remote, 1, 0);
+  if (got >= 0) return static_cast<std::uint64_t>(got) == length ? cma_result::done : cma_result::fault;
+  if (errno == EPERM) return cma_result::not_permitted;
+  if (errno == ESRCH) return cma_result::gone;
+  return cma_result::fault;
+}
+
+// Whether an operation of `code` and `length` bytes through `e` goes by CMA
+// now. Smaller ones than domain_state::cma_min_bytes go as checked requests:
+// while the target polls, those are faster (a system call costs ~1.5 us;
+// measured, perf/README.md), and they need its progress only as much as
+// notifications do.
+inline bool by_cma(const peer_state& p, const rkey_cache::entry& e, opcode code, std::uint64_t length) noexcept {
+  return e.by_cma && p.cma && length >= p.dom->cma_min_bytes &&
+         (code == opcode::write || code == opcode::read || code == opcode::write_with_imm);
+}
+
+// The operation: the board handshake around one copy. status::ok, or what
+// the operation completes with; status::again: the kernel refused the peer
+// (p.cma is now false): carry this operation as a checked request instead.
+template <class Slices>
+inline status cma_operation(peer_state& p, const rkey_cache::entry& e, opcode code, std::uint64_t roffset,
+                            std::uint64_t length, const Slices& slices) noexcept {
+  using fabrix::detail::board_verdict;
+  domain_state& d = *p.dom;
+  const std::uint64_t epoch = e.verified.epoch;
+  switch (fabrix::detail::board_enter(d.keys.map, p.peer_keys, p.recv_tag, key_slot_of(epoch), epoch)) {
+    case board_verdict::go: break;
+    case board_verdict::stale: return status::stale_key;
+    case board_verdict::closed: return status::peer_unreachable;
+  }
+  const cma_result r = cma_copy(p.identity.pid, code, e.verified.address + roffset, length, slices);
+  fabrix::detail::board_leave(d.keys.map);
+  switch (r) {
+    case cma_result::done: return status::ok;
+    case cma_result::not_permitted: p.cma = false; return status::again;
+    case cma_result::gone: return status::peer_unreachable;
+    case cma_result::fault: return status::access_denied;
+  }
+  return status::provider_error;
+}
+
+}  // namespace fabrix::ucx::detail
