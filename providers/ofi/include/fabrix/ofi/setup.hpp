@@ -104,6 +104,22 @@ inline int query_provider(const domain_options& opts, bool hmem, bool source, fi
 // parameter).
 inline void prefer_rxm_shared_receive_context() { ::setenv("FI_OFI_RXM_USE_SRX", "1", 0); }
 
+// Turns libfabric's memory-registration cache off (FI_MR_CACHE_MAX_COUNT=0)
+// unless the environment already sets it. Why: with the cache, fi_close of
+// a region leaves its memory registered with the NIC for reuse, so a peer
+// holding the old key still writes into memory its owner has released and
+// freed (libfabric 1.17's verbs provider on rxe0: conformance
+// `release-under-writes` found bytes written after the release returned in
+// 5 of 15 runs; 0 of 15 without the cache) — and a peer on another node,
+// which has no key table to check, could do so at any later time. fabrix
+// registers a region once, not per operation, so the cache bought its data
+// path nothing (the same reasoning as UCX's UCX_IB_REG_METHODS=direct,
+// providers/ucx). libfabric reads the variable when it initialises (the
+// first fi_getinfo of the process), so it is set before the first query;
+// a process that used libfabric before fabrix keeps its cache. setenv: as
+// above.
+inline void registrations_end_with_their_region() { ::setenv("FI_MR_CACHE_MAX_COUNT", "0", 0); }
+
 // The first entry of `list` whose domain is `device` (any, when empty).
 inline fi_info* first_on_device(fi_info* list, const std::string& device) {
   for (fi_info* i = list; i; i = i->next)
@@ -136,6 +152,7 @@ inline unexpected no_such_device(const domain_options& opts, fi_info* list) {
 // `source` whether its CQ names senders (FI_SOURCE).
 inline result<fi_info*> find_provider(const domain_options& opts, bool& hmem, bool& source) {
   prefer_rxm_shared_receive_context();
+  registrations_end_with_their_region();
   fi_info* info = nullptr;
   int ret = -FI_ENODATA;
   hmem = false;
