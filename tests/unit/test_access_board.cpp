@@ -12,6 +12,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -83,6 +84,21 @@ TEST_CASE("access board: the initiator goes only while the slot holds the epoch,
   CHECK(initiator.map.load(key_table_board_slot) == 0);
 }
 
+TEST_CASE("access board: scan_boards finds every table of this user's domains, and forgets closed ones") {
+  std::vector<board_watch> boards;
+  std::uint64_t nonce = fresh_nonce();
+  {
+    key_table t;
+    open_table(t, nonce);
+    fabrix::detail::scan_boards(boards);
+    CHECK(std::count_if(boards.begin(), boards.end(), [&](const board_watch& b) { return b.nonce == nonce; }) == 1);
+    fabrix::detail::scan_boards(boards);  // known ones are not added again
+    CHECK(std::count_if(boards.begin(), boards.end(), [&](const board_watch& b) { return b.nonce == nonce; }) == 1);
+  }  // the domain closes: its table is unlinked
+  fabrix::detail::scan_boards(boards);
+  CHECK(std::count_if(boards.begin(), boards.end(), [&](const board_watch& b) { return b.nonce == nonce; }) == 0);
+}
+
 TEST_CASE("access board: a release waits for a board naming it, but not for a process that is gone") {
   key_table initiator;
   open_table(initiator, fresh_nonce());
@@ -120,9 +136,9 @@ TEST_CASE("access board: a release waits for a board naming it, but not for a pr
 
 TEST_CASE("access board: no copy of a node-mate writing without pause lands after the release returned") {
   key_table target, initiator;
-  const std::uint64_t target_nonce = fresh_nonce();
+  const std::uint64_t target_nonce = fresh_nonce(), initiator_nonce = fresh_nonce();
   open_table(target, target_nonce);
-  open_table(initiator, fresh_nonce());
+  open_table(initiator, initiator_nonce);
   // A word the target uses to tell the node-mate which key it holds (an
   // epoch; ~0: stop), as a remote_buffer would, and the region's slot.
   const std::uint32_t announce = target.take(0);
@@ -150,9 +166,12 @@ TEST_CASE("access board: no copy of a node-mate writing without pause lands afte
       if (n != static_cast<ssize_t>(source.size())) return 4;
     }
   });
+  // The target never connected to the node-mate: it finds its board among
+  // the tables of this user (as a UCX region's release does).
   std::vector<board_watch> boards;
-  boards.push_back({1, identity_of(child), key_table_map::open(initiator.name, false)});
-  REQUIRE(boards[0].map.mapped());
+  fabrix::detail::scan_boards(boards);
+  CHECK(std::count_if(boards.begin(), boards.end(), [&](const board_watch& b) { return b.nonce == initiator_nonce; }) ==
+        1);
 
   int rounds = 0, late = 0;
   for (std::uint64_t epoch = 100; epoch < 400; ++epoch, ++rounds) {

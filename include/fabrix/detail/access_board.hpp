@@ -11,10 +11,12 @@
 //   2. load the region's slot in the target's key table     (seq_cst load)
 //      and refuse the operation unless it still holds the region's epoch;
 //   3. the system call; then its board := 0.
-// The target, deregistering (key_table::release, then wait_for_boards):
+// The target, deregistering (key_table::release, scan_boards,
+// wait_for_boards):
 //   1. the region's slot := 0                                (seq_cst store)
-//   2. for each node-mate's board: wait while it holds this domain's nonce
-//      and that process is still there                      (seq_cst load)
+//   2. for each node-mate's board (every domain of this user on this node):
+//      wait while it holds this domain's nonce and that process is still
+//      there                                                 (seq_cst load)
 // The two store-then-load pairs are a Dekker handshake: either the
 // initiator's load sees the cleared slot (and it copies nothing), or the
 // target's load sees the board (and it waits until the call has returned).
@@ -29,10 +31,17 @@
 #include <fabrix/detail/key_table.hpp>
 #include <fabrix/detail/process_identity.hpp>
 
+#include <dirent.h>
 #include <sched.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <span>
+#include <vector>
 
 namespace fabrix::detail {
 
@@ -62,6 +71,46 @@ struct board_watch {
   process_identity identity;  // its process, for the liveness check
   key_table_map map;          // its key table, read-only
 };
+
+// Brings `boards` up to date with the key tables of this user's domains on
+// this node (/dev/shm/fabrix_<pid>_<nonce>_keys, key_table.hpp): maps the
+// new ones, drops those whose table is gone (their domain closed). A target
+// cannot rely on the peers it connected to: a node-mate's queue pair to it
+// is that node-mate's alone, so one may copy without the target ever having
+// connected back, and it must be waited for all the same. Tables of other
+// users are left out: the kernel would not let their processes attach to
+// this one's memory (and fabrix does not try, cma.hpp). Costs one readdir
+// of /dev/shm per call; called when a region that node-mates may copy into
+// is released, never on the data path.
+inline void scan_boards(std::vector<board_watch>& boards) {
+  DIR* dir = ::opendir("/dev/shm");
+  if (!dir) return;
+  const uid_t me = ::geteuid();
+  std::vector<std::uint64_t> seen;
+  while (const dirent* e = ::readdir(dir)) {
+    unsigned pid = 0;
+    char hex[17] = {};
+    int end = 0;
+    if (std::sscanf(e->d_name, "fabrix_%u_%16[0-9a-f]_keys%n", &pid, hex, &end) != 2 || e->d_name[end] != '\0' ||
+        std::strlen(hex) != 16 || pid == 0)
+      continue;
+    const std::uint64_t nonce = std::strtoull(hex, nullptr, 16);
+    seen.push_back(nonce);
+    bool known = false;
+    for (const board_watch& b : boards) known = known || b.nonce == nonce;
+    if (known) continue;
+    board_watch b;
+    b.nonce = nonce;
+    b.identity.pid = pid;
+    char state = 0;
+    if (!read_proc_stat(pid, state, b.identity.start_time)) continue;  // gone: it copies nothing
+    b.map = key_table_map::open(key_table_name(pid, nonce), false);
+    if (b.map.mapped() && b.map.owner_uid() == me) boards.push_back(std::move(b));
+  }
+  ::closedir(dir);
+  std::erase_if(boards,
+                [&](const board_watch& b) { return std::find(seen.begin(), seen.end(), b.nonce) == seen.end(); });
+}
 
 // Whether `p` still runs (or is stopped): its copies may still come.
 inline bool process_present(const process_identity& p) { return !process_gone(p); }

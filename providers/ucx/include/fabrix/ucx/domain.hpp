@@ -314,7 +314,6 @@ class domain_impl {
     // CMA to its registered host memory: only between processes of one user
     // (its table is ours), whose boards can see each other (cma.hpp).
     p->cma = d_->cma && p->peer_keys.mapped() && p->peer_keys.owner_uid() == ::geteuid();
-    if (p->cma) watch_board(*p);
     const ucs_status_t s = ucp_ep_create(d_->worker, &ep, &p->ep);
     if (s != UCS_OK) return detail::fail(s, "ucp_ep_create");
     if (!p->detects_failure) d_->watched.push_back(p.get());
@@ -358,16 +357,6 @@ class domain_impl {
 
  private:
   explicit domain_impl(std::unique_ptr<detail::domain_state> d) : d_(std::move(d)) {}
-
-  // The node-mate's board, watched by our regions' release from now until
-  // the domain closes (once per peer domain).
-  void watch_board(const detail::peer_state& p) {
-    for (const auto& b : d_->boards)
-      if (b.nonce == p.recv_tag) return;
-    d_->boards.push_back(
-        {p.recv_tag, p.identity,
-         fabrix::detail::key_table_map::open(fabrix::detail::key_table_name(p.identity.pid, p.recv_tag), false)});
-  }
   std::unique_ptr<detail::domain_state> d_;
 };
 

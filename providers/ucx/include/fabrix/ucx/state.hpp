@@ -208,9 +208,8 @@ struct domain_state {
   // then take no slot.
   fabrix::detail::key_table keys;
   // Node-mates' registered host memory is reached by CMA (cma.hpp), and the
-  // boards of every node-mate connected since the domain opened (one per
-  // peer domain; kept after its queue pairs close, which does not stop its
-  // copies): a region's release waits on them (access_board.hpp).
+  // boards of this user's domains on this node, as the last region release
+  // found them (access_board.hpp: scan_boards): a release waits on them.
   bool cma = false;
   std::uint64_t cma_min_bytes = 16 * 1024;  // smaller writes and reads: checked requests (cma.hpp: by_cma)
   std::vector<fabrix::detail::board_watch> boards;
