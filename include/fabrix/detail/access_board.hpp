@@ -31,16 +31,13 @@
 #include <fabrix/detail/key_table.hpp>
 #include <fabrix/detail/process_identity.hpp>
 
-#include <dirent.h>
 #include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <span>
+#include <string_view>
 #include <vector>
 
 namespace fabrix::detail {
@@ -83,37 +80,23 @@ struct board_watch {
 // of /dev/shm per call; called when a region that node-mates may copy into
 // is released, never on the data path.
 inline void scan_boards(std::vector<board_watch>& boards) {
-  DIR* dir = ::opendir("/dev/shm");
-  if (!dir) return;
   const uid_t me = ::geteuid();
   std::vector<std::uint64_t> seen;
-  while (const dirent* e = ::readdir(dir)) {
-    unsigned pid = 0;
-    char hex[17] = {};
-    int end = 0;
-    if (std::sscanf(e->d_name, "fabrix_%u_%16[0-9a-f]_keys%n", &pid, hex, &end) != 2 || e->d_name[end] != '\0' ||
-        std::strlen(hex) != 16 || pid == 0)
-      continue;
-    const std::uint64_t nonce = std::strtoull(hex, nullptr, 16);
+  each_fabrix_shm_object([&](std::string_view, std::uint32_t pid, std::uint64_t nonce, std::string_view rest) {
+    if (rest != "_keys") return;
     seen.push_back(nonce);
-    bool known = false;
-    for (const board_watch& b : boards) known = known || b.nonce == nonce;
-    if (known) continue;
+    if (std::any_of(boards.begin(), boards.end(), [&](const board_watch& b) { return b.nonce == nonce; })) return;
     board_watch b;
     b.nonce = nonce;
     b.identity.pid = pid;
     char state = 0;
-    if (!read_proc_stat(pid, state, b.identity.start_time)) continue;  // gone: it copies nothing
+    if (!read_proc_stat(pid, state, b.identity.start_time)) return;  // gone: it copies nothing
     b.map = key_table_map::open(key_table_name(pid, nonce), false);
     if (b.map.mapped() && b.map.owner_uid() == me) boards.push_back(std::move(b));
-  }
-  ::closedir(dir);
+  });
   std::erase_if(boards,
                 [&](const board_watch& b) { return std::find(seen.begin(), seen.end(), b.nonce) == seen.end(); });
 }
-
-// Whether `p` still runs (or is stopped): its copies may still come.
-inline bool process_present(const process_identity& p) { return !process_gone(p); }
 
 // Target step 2, after the region's slot was cleared: returns once no
 // node-mate in `boards` is inside (or about to make) a call on this
@@ -124,7 +107,7 @@ inline void wait_for_boards(std::span<const board_watch> boards, std::uint64_t s
     if (!b.map.mapped()) continue;
     for (unsigned spins = 0; b.map.load_seq_cst(key_table_board_slot) == self_nonce; ++spins) {
       if (spins < 256) continue;
-      if (!process_present(b.identity)) break;
+      if (process_gone(b.identity)) break;  // it copies nothing more
       ::sched_yield();
     }
   }

@@ -42,8 +42,10 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -133,8 +135,8 @@ inline constexpr std::uint32_t key_table_board_slot = 1;  // access_board.hpp
 // This domain's own table and its free slots.
 struct key_table {
   key_table_map map;
-  std::string name;              // unlinked when the domain closes
-  std::uint32_t next_fresh = 2;  // slot 0: the domain is open; slot 1: its access board
+  std::string name;                                     // unlinked when the domain closes
+  std::uint32_t next_fresh = key_table_board_slot + 1;  // the slots before are the domain's own
   std::vector<std::uint32_t> free_slots;
 
   key_table() = default;
@@ -142,11 +144,11 @@ struct key_table {
   key_table& operator=(const key_table&) = delete;
   ~key_table() {
     if (!map.mapped()) return;
-    map.store(0, 0);  // closed: peers that still hold the mapping see it
+    map.store(key_table_open_slot, 0);  // closed: peers that still hold the mapping see it
     ::shm_unlink(name.c_str());
   }
   void opened() {
-    if (map.mapped()) map.store(0, 1);
+    if (map.mapped()) map.store(key_table_open_slot, 1);
   }
 
   // A slot holding `epoch`, or key_table_no_slot when there is no table or it
@@ -174,25 +176,38 @@ struct key_table {
   }
 };
 
+// Calls f(name, pid, nonce, rest) for every shared-memory object
+// "fabrix_<pid>_<16 hex digits><rest>" in /dev/shm (key tables, ofi's shm
+// regions; `name` without the leading slash).
+template <class F>
+void each_fabrix_shm_object(F&& f) {
+  DIR* dir = ::opendir("/dev/shm");
+  if (!dir) return;
+  while (const dirent* e = ::readdir(dir)) {
+    int pid = 0;
+    char hex[17] = {};
+    int end = 0;
+    if (std::sscanf(e->d_name, "fabrix_%d_%16[0-9a-f]%n", &pid, hex, &end) != 2 || std::strlen(hex) != 16 || pid <= 0)
+      continue;
+    f(std::string_view(e->d_name), static_cast<std::uint32_t>(pid), std::strtoull(hex, nullptr, 16),
+      std::string_view(e->d_name + end));
+  }
+  ::closedir(dir);
+}
+
 // Removes shared-memory objects "fabrix_<pid>_<16 hex digits>..." (key
 // tables, ofi's shm regions) of this user whose process is gone: a process
 // that ends without closing its domain (killed, or _Exit) leaves them behind.
 inline void remove_stale_shm_regions() {
-  DIR* dir = ::opendir("/dev/shm");
-  if (!dir) return;
   const uid_t me = ::geteuid();
-  while (const dirent* e = ::readdir(dir)) {
-    int pid = 0;
-    char rest[32] = {};
-    if (std::sscanf(e->d_name, "fabrix_%d_%16[0-9a-f]", &pid, rest) != 2 || std::strlen(rest) != 16 || pid <= 0)
-      continue;
+  each_fabrix_shm_object([me](std::string_view name, std::uint32_t pid, std::uint64_t, std::string_view) {
     struct stat st {};
-    const std::string path = std::string("/dev/shm/") + e->d_name;
-    if (::stat(path.c_str(), &st) != 0 || st.st_uid != me) continue;
-    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // its process still runs (or is not ours to judge)
-    ::shm_unlink(e->d_name);
-  }
-  ::closedir(dir);
+    const std::string path = "/dev/shm/" + std::string(name);
+    if (::stat(path.c_str(), &st) != 0 || st.st_uid != me) return;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH)
+      return;  // its process still runs (or is not ours to judge)
+    ::shm_unlink(std::string(name).c_str());
+  });
 }
 
 }  // namespace fabrix::detail

@@ -172,7 +172,18 @@ inline void direct_copy(opcode code, std::byte* at, const Slices& slices, void* 
 inline status direct_refusal(const peer_state& p, std::uint64_t epoch) noexcept {
   const std::uint32_t slot = key_slot_of(epoch);
   if (slot == 0 || !p.peer_keys.mapped() || p.peer_keys.load(slot) == epoch) return status::ok;
-  return p.peer_keys.load(0) != 0 ? status::stale_key : status::peer_unreachable;
+  return p.peer_keys.load(fabrix::detail::key_table_open_slot) != 0 ? status::stale_key : status::peer_unreachable;
+}
+
+// A direct or CMA op that ended in post (done, or refused with `st`): it
+// completes with `st` (a gone peer also fails what waits on it: deliver),
+// already at the target, so no delivery flush.
+inline void settled_at_target(op_slot* op, status st) noexcept {
+  if (st == status::peer_unreachable)
+    op->first_error = UCS_ERR_UNREACHABLE;
+  else
+    op->remote_status = st;
+  op->delivered = false;
 }
 
 // Whether an op fenced now would have to wait: something earlier on the
@@ -214,21 +225,14 @@ inline void start_op(peer_state& p, op_slot* op) {
       if (refused == status::ok)
         direct_copy(code, held->mapped + op->roffset, std::span(op->local.data(), op->nlocal), op->local[0].buffer,
                     op->operand, op->compare);
-      else if (refused == status::stale_key)
-        op->remote_status = refused;
-      else
-        op->first_error = UCS_ERR_UNREACHABLE;  // the peer is gone: fails it, and what waits on it (deliver)
-      op->delivered = false;                    // at the target already
+      settled_at_target(op, refused);
     } else if (by_cma(p, *held, code, op->rlength)) {
       const status st =
           cma_operation(p, *held, code, op->roffset, op->rlength, std::span(op->local.data(), op->nlocal));
       if (st == status::again)  // the kernel refused this peer: from now on checked requests
         post_checked(p, op);
-      else if (st == status::peer_unreachable)
-        op->first_error = UCS_ERR_UNREACHABLE;
       else
-        op->remote_status = st;
-      op->delivered = false;  // at the target already
+        settled_at_target(op, st);
     } else {
       post_checked(p, op);
     }
