@@ -471,11 +471,12 @@ TEST_CASE("verbs options: what each work request carries, which are signaled, wh
   // The signaled CQE retires 10 (counted, no completion) and 11
   // (completed); 12 is still in flight, waiting for a later signaled one.
   fabrix::completion c[8];
+  vd::srq_refill refill(d);  // no SRQ completion here: it stays empty
   ibv_wc wc{};
   wc.qp_num = 77;
   wc.status = IBV_WC_SUCCESS;
   wc.wr_id = vd::rc_wr_id(p.slot, 1);
-  vd::process(d, wc);
+  vd::process(d, wc, refill);
   REQUIRE(d.ring.drain(c) == 1);
   CHECK(c[0].token == 11);
   CHECK(p.finished == 1);
@@ -494,7 +495,7 @@ TEST_CASE("verbs options: what each work request carries, which are signaled, wh
   d.credits.take(3);
   wc.wr_id = vd::rc_wr_id(p.slot, 3);
   wc.status = IBV_WC_REM_ACCESS_ERR;
-  vd::process(d, wc);
+  vd::process(d, wc, refill);
   CHECK(p.failed);
   REQUIRE(d.ring.drain(c) == 1);
   CHECK(c[0].token == 13);
@@ -506,7 +507,7 @@ TEST_CASE("verbs options: what each work request carries, which are signaled, wh
   for (std::uint64_t seq : {4, 5}) {
     wc.wr_id = vd::rc_wr_id(p.slot, seq);
     wc.status = IBV_WC_WR_FLUSH_ERR;
-    vd::process(d, wc);
+    vd::process(d, wc, refill);
   }
   REQUIRE(d.ring.drain(c) == 2);
   CHECK(c[0].token == 14);
@@ -525,15 +526,15 @@ TEST_CASE("verbs options: what each work request carries, which are signaled, wh
   d.credits.take(1);
   wc.status = IBV_WC_SUCCESS;
   wc.wr_id = vd::rc_wr_id(p.slot + 1, 6);
-  vd::process(d, wc);
+  vd::process(d, wc, refill);
   wc.wr_id = vd::rc_wr_id(p.slot, 7);
-  vd::process(d, wc);
+  vd::process(d, wc, refill);
   wc.wr_id = vd::rc_wr_id(p.slot, 6);
   wc.qp_num = 78;
-  vd::process(d, wc);
+  vd::process(d, wc, refill);
   CHECK(p.ring.in_flight() == 1);
   wc.qp_num = 77;
-  vd::process(d, wc);
+  vd::process(d, wc, refill);
   CHECK(p.ring.empty());
   REQUIRE(d.ring.drain(c) == 1);
   CHECK(c[0].token == 16);
@@ -614,11 +615,12 @@ TEST_CASE("verbs receives: the domain's bound, peer ids, truncation, and a faile
   p.ring.staged(0).internal = true;
   p.ring.commit(1);
   ++d.probes_in_flight;
+  vd::srq_refill refill(d);  // no SRQ completion here: it stays empty
   ibv_wc wc{};
   wc.wr_id = vd::rc_wr_id(p.slot, 1);
   wc.status = IBV_WC_RETRY_EXC_ERR;
   wc.qp_num = 77;
-  vd::process(d, wc);
+  vd::process(d, wc, refill);
   CHECK(p.failed);
   CHECK(d.credits.available() == 16);
   CHECK(d.probes_in_flight == 0);

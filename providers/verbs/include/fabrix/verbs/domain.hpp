@@ -296,7 +296,10 @@ class domain_impl {
       return fail(errno, "ibv_reg_mr(flush word)");
     if ((d.scratch_mr = ibv_reg_mr(d.pd, d.scratch_word(), 8, local)) == nullptr)
       return fail(errno, "ibv_reg_mr(flush landing)");
-    for (std::uint32_t i = 0; i < d.opts.srq_depth; ++i) detail::repost_srq(d, i);
+    {
+      detail::srq_refill fill(d);
+      for (std::uint32_t i = 0; i < d.opts.srq_depth; ++i) fill.add(i);
+    }
 
     auto ud = detail::create_ud_qp(d);
     if (!ud) return unexpected(std::move(ud).error());

@@ -13,7 +13,8 @@
 //   SRQ receive     RECV_RDMA_WITH_IMM -> remote_write_imm (imm, byte_len);
 //                   RECV -> matched to the queue pair's oldest recv() (copied
 //                   out of the bounce buffer), or kept until one is posted;
-//                   the buffer is reposted at once either way
+//                   the buffer goes back to the SRQ at the end of its
+//                   CQ batch either way (srq_refill.hpp)
 //   UD receive      a handshake hello (handshake.hpp)
 // The first error completion of a queue pair marks it failed (see
 // endpoint.hpp); its native_code is the ibv_wc_status, whose text
@@ -21,6 +22,7 @@
 #pragma once
 
 #include <fabrix/verbs/address.hpp>
+#include <fabrix/verbs/srq_refill.hpp>
 #include <fabrix/verbs/state.hpp>
 #include <fabrix/verbs/status.hpp>
 
@@ -31,16 +33,6 @@
 #include <cstring>
 
 namespace fabrix::verbs::detail {
-
-inline void repost_srq(domain_state& d, std::uint64_t i) noexcept {
-  ibv_sge sge{reinterpret_cast<std::uintptr_t>(d.bounce_slot(i)), d.opts.msg_size, d.bounce_mr->lkey};
-  ibv_recv_wr wr{};
-  wr.wr_id = make_wr_id(wr_kind::srq_recv, i);
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  ibv_recv_wr* bad = nullptr;
-  (void)ibv_post_srq_recv(d.srq, &wr, &bad);
-}
 
 inline void repost_ud(domain_state& d, std::uint64_t i) noexcept {
   ibv_sge sge{reinterpret_cast<std::uintptr_t>(d.ud_recv_slot(i)), ud_slot_size, d.ud_mr->lkey};
@@ -193,7 +185,7 @@ inline void on_send_completion(domain_state& d, const ibv_wc& wc) {
   if (p.failed && p.recv_tail != p.recv_head) fail_waiting_recvs(d, p, status::peer_unreachable);
 }
 
-inline void on_srq_completion(domain_state& d, const ibv_wc& wc) {
+inline void on_srq_completion(domain_state& d, const ibv_wc& wc, srq_refill& refill) {
   const std::uint64_t i = index_of(wc.wr_id);
   if (wc.status == IBV_WC_SUCCESS) {
     if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
@@ -213,7 +205,7 @@ inline void on_srq_completion(domain_state& d, const ibv_wc& wc) {
         ++d.dropped_datagrams;
     }
   }
-  repost_srq(d, i);
+  refill.add(i);
 }
 
 inline void on_ud_completion(domain_state& d, const ibv_wc& wc) {
@@ -234,10 +226,10 @@ inline void on_ud_completion(domain_state& d, const ibv_wc& wc) {
   if (wc.status != IBV_WC_WR_FLUSH_ERR) repost_ud(d, i);
 }
 
-inline void process(domain_state& d, const ibv_wc& wc) {
+inline void process(domain_state& d, const ibv_wc& wc, srq_refill& refill) {
   switch (kind_of(wc.wr_id)) {
     case wr_kind::rc_send: on_send_completion(d, wc); break;
-    case wr_kind::srq_recv: on_srq_completion(d, wc); break;
+    case wr_kind::srq_recv: on_srq_completion(d, wc, refill); break;
     case wr_kind::ud_recv:
     case wr_kind::ud_send: on_ud_completion(d, wc); break;
   }
@@ -246,12 +238,14 @@ inline void process(domain_state& d, const ibv_wc& wc) {
 // Polls the CQ in batches until it is empty or the ring holds `enough`
 // completions. Returns how many CQ entries were processed.
 inline std::size_t drive(domain_state& d, std::size_t enough = 64) {
-  ibv_wc wc[32];
+  ibv_wc wc[srq_refill::capacity];
+  srq_refill refill(d);
   std::size_t total = 0;
   for (;;) {
-    const int n = ibv_poll_cq(d.cq, 32, wc);
+    const int n = ibv_poll_cq(d.cq, static_cast<int>(srq_refill::capacity), wc);
     if (n <= 0) break;
-    for (int i = 0; i < n; ++i) process(d, wc[i]);
+    for (int i = 0; i < n; ++i) process(d, wc[i], refill);
+    refill.post();  // before the next batch: buffers back as soon as this one is handled
     total += static_cast<std::size_t>(n);
     if (n < 32 || d.ring.size() >= enough) break;
   }
