@@ -46,6 +46,7 @@ runs, and for the default run only where it runs that transport (its
 provider is the transport's, and the transport is shm: what a default
 picks between two processes of one host):
   write bw 8 B - 4 KiB   >= 0.90 x ucx_perftest (ucx) and x raw_ofi, raw_ofi-dc (ofi)
+  write bw 64 KiB and up >= 0.95 x the same
   write lat 8 B          <= 1.03 x ucx_perftest ucp_put_lat (ucx)
   send lat (every size)  <= 1.05 x raw_ofi, raw_ofi-dc (ofi)
   user memory 64 KiB and 1 MiB write and read bw on ofi-shm (user and
@@ -56,7 +57,9 @@ A run that fails is reported with its error and leaves its pair out.
 verbs (--transports verbs, not in the default list: it boots the soft-RoCE
 VM of tests/vm, minutes): ib_write_bw, ib_write_lat, ib_read_bw against
 fabrix-perf --provider verbs --device rxe0, 200 iterations, sizes up to
-64 KiB, alternating per size and round inside one boot; no targets.
+64 KiB, alternating per size and round inside one boot. Targets: write bw
+and read bw at 64 KiB >= 0.95 x ib_write_bw / ib_read_bw, write lat 8 B
+<= 1.05 x ib_write_lat.
 """
 import argparse
 import datetime
@@ -119,8 +122,16 @@ def target(transport, test, size, run, baseline, default_provider=None, busy=0):
     if run == "default" and (default_provider != prov or not transport.endswith("-shm")):
         return None
     raw_ofi = baseline in ("raw_ofi", "raw_ofi-dc")
-    if test == "write:bw" and size <= 4096 and (baseline == "ucx_perftest" or raw_ofi):
-        return (">=", 0.90)
+    if test == "write:bw" and (baseline == "ucx_perftest" or raw_ofi):
+        if size <= 4096:
+            return (">=", 0.90)
+        if size >= 65536:
+            return (">=", 0.95)
+    if transport == "verbs":  # soft-RoCE in the VM, against perftest
+        if test in ("write:bw", "read:bw") and size == 65536:
+            return (">=", 0.95)
+        if test == "write:lat" and size == 8:
+            return ("<=", 1.05)
     if test == "write:lat" and size == 8 and prov == "ucx" and baseline == "ucx_perftest":
         return ("<=", 1.03)
     if test == "send:lat" and raw_ofi:
