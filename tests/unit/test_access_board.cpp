@@ -67,7 +67,7 @@ TEST_CASE("access board: the initiator goes only while the slot holds the epoch,
   CHECK(view.owner_uid() == ::geteuid());
 
   const std::uint64_t epoch = 0x1234;
-  const std::uint32_t slot = target.take(epoch);
+  const std::uint32_t slot = target.take(epoch, {});
   REQUIRE(slot > key_table_board_slot);  // slots 0 and 1 are the domain's
   CHECK(board_enter(initiator.map, view, target_nonce, slot, epoch) == board_verdict::go);
   CHECK(initiator.map.load(key_table_board_slot) == target_nonce);  // the target sees the copy coming
@@ -82,6 +82,37 @@ TEST_CASE("access board: the initiator goes only while the slot holds the epoch,
   target.map.store(key_table_open_slot, 0);  // the target's domain closed
   CHECK(board_enter(initiator.map, view, target_nonce, slot, epoch) == board_verdict::closed);
   CHECK(initiator.map.load(key_table_board_slot) == 0);
+}
+
+TEST_CASE("key table: a slot carries its registration's extent, which confirms only what the owner registered") {
+  using fabrix::detail::extent_confirms;
+  using fabrix::detail::key_extent;
+  key_table target;
+  open_table(target, fresh_nonce());
+  const key_table_map view = key_table_map::open(target.name, false);
+  REQUIRE(view.mapped());
+  const std::uint64_t base = 0x7f0000001000, rw = 3, r = 1, w = 2;
+  const std::uint64_t epoch = 0x55;
+  const std::uint32_t slot = target.take(epoch, key_extent{base, 4096, r});
+  REQUIRE(slot > key_table_board_slot);
+  CHECK(view.extent(slot).address == base);
+  CHECK(view.extent(slot).length == 4096);
+  CHECK(extent_confirms(view, slot, epoch, base, 4096, r));        // the whole region
+  CHECK(extent_confirms(view, slot, epoch, base + 4000, 96, r));   // its end
+  CHECK(extent_confirms(view, slot, epoch, base + 4096, 0, r));    // empty, at its end
+  CHECK(!extent_confirms(view, slot, epoch, base + 4000, 97, r));  // one byte past
+  CHECK(!extent_confirms(view, slot, epoch, base - 1, 2, r));      // one byte before
+  CHECK(!extent_confirms(view, slot, epoch, base, 8192, r));       // a forged length
+  CHECK(!extent_confirms(view, slot, epoch, base + 8, ~0ull, r));  // wrapping around
+  CHECK(!extent_confirms(view, slot, epoch, base, 8, w));          // a right it lacks
+  CHECK(!extent_confirms(view, slot, epoch, base, 8, rw));
+  CHECK(!extent_confirms(view, slot, epoch + 1, base, 8, r));  // another registration's key
+  target.release(slot);
+  CHECK(!extent_confirms(view, slot, epoch, base, 8, r));  // deregistered
+  const std::uint32_t again = target.take(epoch + 1, key_extent{base, 64, rw});
+  CHECK(again == slot);  // reused: the new registration's extent
+  CHECK(extent_confirms(view, slot, epoch + 1, base, 64, w));
+  CHECK(!extent_confirms(view, slot, epoch + 1, base, 4096, r));
 }
 
 TEST_CASE("access board: scan_boards finds every table of this user's domains, and forgets closed ones") {
@@ -141,8 +172,8 @@ TEST_CASE("access board: no copy of a node-mate writing without pause lands afte
   open_table(initiator, initiator_nonce);
   // A word the target uses to tell the node-mate which key it holds (an
   // epoch; ~0: stop), as a remote_buffer would, and the region's slot.
-  const std::uint32_t announce = target.take(0);
-  std::uint32_t slot = target.take(0);
+  const std::uint32_t announce = target.take(0, {});
+  std::uint32_t slot = target.take(0, {});
   std::vector<unsigned char> memory(64 * 1024, 0);  // the region's bytes
   const pid_t self = ::getpid();
   const auto remote_address = reinterpret_cast<std::uintptr_t>(memory.data());
@@ -186,7 +217,7 @@ TEST_CASE("access board: no copy of a node-mate writing without pause lands afte
     std::this_thread::sleep_for(std::chrono::microseconds(500));  // the node-mate keeps trying meanwhile
     for (unsigned char b : memory) late += b != 0 ? 1 : 0;
     if (late != 0) break;
-    slot = target.take(0);  // the same slot, with the next epoch
+    slot = target.take(0, {});  // the same slot, with the next epoch
   }
   target.map.store(announce, stop);
   CHECK(fxt_child::reap(child, std::chrono::seconds(10)) == 0);

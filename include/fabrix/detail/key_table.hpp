@@ -25,6 +25,13 @@
 // domain is the peer's departure, not a stale key. No table (another node or
 // user, shm_open failed, table full): the provider's own behaviour (README).
 //
+// After the epochs, each slot has the extent its registration covers
+// (key_extent: address, length, rights), written before the epoch is
+// stored. Paths that reach a peer's memory without the peer's own check
+// (UCX's direct copies and CMA) take a remote_buffer only where the owner's
+// extent covers what it claims: every member of a job knows every peer's
+// seal secret, so a sealed remote_buffer alone does not bound the range.
+//
 // Slot 1 is the domain's access board (access_board.hpp): while it reaches a
 // peer's memory by a system call of its own (UCX: CMA), it holds that peer
 // domain's nonce there, so the peer can wait for it before it lets the memory
@@ -53,7 +60,22 @@ namespace fabrix::detail {
 
 inline constexpr std::uint32_t key_table_slots = 1u << 16;
 inline constexpr std::uint32_t key_table_no_slot = 0xffffffffu;  // key_table::take: no table, or it is full
-inline constexpr std::size_t key_table_bytes = key_table_slots * sizeof(std::uint64_t);
+
+// What a registration covers, as its owner registered it: the bytes
+// [address, address + length) and its rights (fabrix::access bits).
+struct key_extent {
+  std::uint64_t address = 0;
+  std::uint64_t length = 0;
+  std::uint64_t rights = 0;
+
+  // Whether [address, address + length) lies inside and `rights` are among
+  // the extent's.
+  bool covers(std::uint64_t a, std::uint64_t n, std::uint64_t r) const noexcept {
+    return a >= address && n <= length && a - address <= length - n && (rights & r) == r;
+  }
+};
+inline constexpr std::size_t key_table_extent_words = sizeof(key_extent) / sizeof(std::uint64_t);
+inline constexpr std::size_t key_table_bytes = key_table_slots * sizeof(std::uint64_t) * (1 + key_table_extent_words);
 
 inline std::string key_table_name(std::uint32_t pid, std::uint64_t nonce) {
   char buf[64];
@@ -119,15 +141,45 @@ class key_table_map {
   void store_seq_cst(std::uint32_t slot, std::uint64_t value) noexcept {
     std::atomic_ref<std::uint64_t>(entries_[slot]).store(value, std::memory_order_seq_cst);
   }
+  // The extent of `slot`'s registration. Meaningful only between two loads
+  // of the slot that both return the registration's epoch (epochs are never
+  // reused, and the owner writes the extent before it stores the epoch).
+  key_extent extent(std::uint32_t slot) const noexcept {
+    std::uint64_t* w = extent_words(slot);
+    return {std::atomic_ref<std::uint64_t>(w[0]).load(std::memory_order_relaxed),
+            std::atomic_ref<std::uint64_t>(w[1]).load(std::memory_order_relaxed),
+            std::atomic_ref<std::uint64_t>(w[2]).load(std::memory_order_relaxed)};
+  }
+  void set_extent(std::uint32_t slot, const key_extent& e) noexcept {
+    std::uint64_t* w = extent_words(slot);
+    std::atomic_ref<std::uint64_t>(w[0]).store(e.address, std::memory_order_relaxed);
+    std::atomic_ref<std::uint64_t>(w[1]).store(e.length, std::memory_order_relaxed);
+    std::atomic_ref<std::uint64_t>(w[2]).store(e.rights, std::memory_order_relaxed);
+  }
 
  private:
   void unmap() noexcept {
     if (entries_) ::munmap(entries_, key_table_bytes);
     entries_ = nullptr;
   }
+  std::uint64_t* extent_words(std::uint32_t slot) const noexcept {
+    return entries_ + key_table_slots + static_cast<std::size_t>(slot) * key_table_extent_words;
+  }
   std::uint64_t* entries_ = nullptr;
   uid_t owner_uid_ = static_cast<uid_t>(-1);
 };
+
+// Whether the owner of `table` has a live registration with `epoch` in
+// `slot` whose extent covers [address, address + length) with `rights`.
+// False when it does not — and when the slot no longer holds the epoch (the
+// extent read may then be another registration's; the caller's per-operation
+// epoch check refuses such a region anyway).
+inline bool extent_confirms(const key_table_map& table, std::uint32_t slot, std::uint64_t epoch, std::uint64_t address,
+                            std::uint64_t length, std::uint64_t rights) noexcept {
+  if (!table.mapped() || slot >= key_table_slots || table.load(slot) != epoch) return false;
+  const key_extent e = table.extent(slot);
+  return table.load(slot) == epoch && e.covers(address, length, rights);
+}
 
 inline constexpr std::uint32_t key_table_open_slot = 0;   // 1 while the domain is open
 inline constexpr std::uint32_t key_table_board_slot = 1;  // access_board.hpp
@@ -151,9 +203,9 @@ struct key_table {
     if (map.mapped()) map.store(key_table_open_slot, 1);
   }
 
-  // A slot holding `epoch`, or key_table_no_slot when there is no table or it
-  // is full.
-  std::uint32_t take(std::uint64_t epoch) {
+  // A slot holding `epoch` and `extent` (what the registration covers), or
+  // key_table_no_slot when there is no table or it is full.
+  std::uint32_t take(std::uint64_t epoch, const key_extent& extent) {
     if (!map.mapped()) return key_table_no_slot;
     std::uint32_t slot;
     if (!free_slots.empty()) {
@@ -164,7 +216,8 @@ struct key_table {
     } else {
       return key_table_no_slot;
     }
-    map.store(slot, epoch);
+    map.set_extent(slot, extent);
+    map.store(slot, epoch);  // release: the extent is seen with the epoch
     return slot;
   }
   // The registration in `slot` is gone: peers refuse its key from now on

@@ -111,7 +111,8 @@ class domain_impl {
     remote_buffer rb = fabrix::detail::describe_region(provider_id::ofi, reinterpret_cast<std::uintptr_t>(addr), len,
                                                        where, rights, d_->nonce, d_->next_epoch++);
     rb.key_size = static_cast<std::uint16_t>(detail::key_blob_size);
-    const detail::remote_key key{fi_mr_key(*mr), (d_->mr_mode & FI_MR_VIRT_ADDR) != 0, d_->keys.take(rb.epoch)};
+    const detail::remote_key key{fi_mr_key(*mr), (d_->mr_mode & FI_MR_VIRT_ADDR) != 0,
+                                 d_->keys.take(rb.epoch, {rb.address, rb.length, static_cast<std::uint64_t>(rights)})};
     detail::encode_key(key, std::span<std::byte, detail::key_blob_size>(rb.key.data(), detail::key_blob_size));
     rb.seal = rb.compute_seal(d_->secret);
     return region_impl(*mr, rb, d_.get(), key.slot);

@@ -9,6 +9,10 @@
 // What keeps it as safe as a checked request:
 //  - the remote_buffer is verified (seal, owner) when it is first used or
 //    imported, and range and rights at every post (validate.hpp), as before;
+//    and its range and rights against the extent the target registered in
+//    its key table (post.hpp, owner_confirms): a member of the job can seal
+//    a buffer that claims more than the region, and CMA has no target-side
+//    check to stop it;
 //  - the region's slot in the target's key table is checked inside the
 //    access-board handshake (fabrix/detail/access_board.hpp), so nothing is
 //    copied after the target's deregistration returned: stale_key;

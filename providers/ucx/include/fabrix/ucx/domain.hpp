@@ -213,7 +213,7 @@ class domain_impl {
     // memory they may reach by CMA, take a slot in our key table: they check
     // it before each operation (post.hpp, cma.hpp).
     if ((epoch_flags & detail::ucx_allocated) != 0 || (where.kind == memory_kind::host && d_->cma)) {
-      const std::uint32_t slot = d_->keys.take(rb.epoch);
+      const std::uint32_t slot = d_->keys.take(rb.epoch, {rb.address, rb.length, static_cast<std::uint64_t>(rights)});
       if (slot != fabrix::detail::key_table_no_slot) {
         rb.epoch |= static_cast<std::uint64_t>(slot) << detail::key_slot_shift;
         d_->keys.map.store(slot, rb.epoch);

@@ -49,6 +49,22 @@
 
 namespace fabrix::ucx::detail {
 
+// Whether the peer's key table confirms what `rb` claims: its slot holds
+// rb's epoch and the extent registered there covers rb's range and rights.
+// A member of the job knows every peer's seal secret (it travels in the
+// address blobs) and can seal a remote_buffer that claims more than the
+// region; checked once, when the key is first used or imported (epochs are
+// never reused: a later registration in the slot fails the per-operation
+// epoch check instead). A region whose slot no longer holds its epoch is
+// let through here: every operation on it is refused stale anyway.
+inline bool owner_confirms(const peer_state& p, const remote_buffer& rb) noexcept {
+  const std::uint32_t slot = key_slot_of(rb.epoch);
+  if (slot == 0 || !p.peer_keys.mapped()) return false;
+  if (p.peer_keys.load(slot) != rb.epoch) return true;
+  return fabrix::detail::extent_confirms(p.peer_keys, slot, rb.epoch, rb.address, rb.length,
+                                         static_cast<std::uint64_t>(rb.rights));
+}
+
 // The endpoint's unpacked rkey for `rb`: unpacked once per remote region (not
 // per operation), after checking that the peer of this endpoint made `rb`
 // and that nothing in it was changed (its seal). nullptr when refused.
@@ -60,13 +76,18 @@ inline rkey_cache::entry* rkey_for(peer_state& p, const remote_buffer& rb) {
   rkey_cache::entry* e = p.rkeys.add(rb, rkey);
   // Memory the peer had UCX allocate may be a shared-memory segment UCX has
   // mapped here (sysv, posix): then it is used directly (direct_copy).
+  // Both reach the peer's memory without the peer checking the range, so
+  // both take only a remote_buffer whose claims the peer's key table confirms
+  // (owner_confirms); any other goes as checked requests, which the peer
+  // checks itself.
   void* mapped = nullptr;
-  if (p.same_node && (rb.epoch & ucx_allocated) != 0 && ucp_rkey_ptr(rkey, rb.address, &mapped) == UCS_OK)
+  if (p.same_node && (rb.epoch & ucx_allocated) != 0 && owner_confirms(p, rb) &&
+      ucp_rkey_ptr(rkey, rb.address, &mapped) == UCS_OK)
     e->mapped = static_cast<std::byte*>(mapped);
   // Host memory the peer registered itself, with a key-table slot: by CMA
   // (cma.hpp) while the kernel lets this process attach to the peer.
-  e->by_cma =
-      p.cma && (rb.epoch & ucx_allocated) == 0 && key_slot_of(rb.epoch) != 0 && rb.location.kind == memory_kind::host;
+  e->by_cma = p.cma && (rb.epoch & ucx_allocated) == 0 && key_slot_of(rb.epoch) != 0 &&
+              rb.location.kind == memory_kind::host && owner_confirms(p, rb);
   return e;
 }
 
