@@ -29,6 +29,9 @@ struct remote_key {
   std::uint64_t key = 0;
   bool virt_addr = false;
   std::uint32_t slot = no_slot;
+  // Not on the wire: the owner's key table confirms the remote_buffer's range
+  // and rights (post.hpp, key_for), so shm may read it itself (local reads).
+  bool confirmed = false;
 
   // The address libfabric wants for byte `offset` of a region based at `base`.
   std::uint64_t target(std::uint64_t base, std::uint64_t offset) const noexcept {

@@ -62,6 +62,20 @@
 
 namespace fabrix::ofi::detail {
 
+// Whether the peer's key table confirms what `rb` claims: its slot holds
+// rb's epoch and the extent registered there covers rb's range and rights.
+// Every member of a job knows every peer's seal secret and can seal a
+// remote_buffer that claims more than the region; a read shm does itself
+// (local_read) is checked by nothing else. A region whose slot no longer
+// holds its epoch passes here: its operations are refused stale before
+// anything is posted (key_is_stale, and again inside the access board).
+inline bool owner_confirms(const peer_state& p, const remote_key& key, const remote_buffer& rb) noexcept {
+  if (key.slot == 0 || key.slot >= key_table_slots || !p.peer_keys.mapped()) return false;
+  if (p.peer_keys.load(key.slot) != rb.epoch) return true;
+  return fabrix::detail::extent_confirms(p.peer_keys, key.slot, rb.epoch, rb.address, rb.length,
+                                         static_cast<std::uint64_t>(rb.rights));
+}
+
 // The key for `rb` on this endpoint: verified once per remote region (not per
 // operation) — the peer of this endpoint made it, nothing in it was changed
 // (its seal), and its key bytes decode. nullptr when refused.
@@ -70,8 +84,9 @@ namespace fabrix::ofi::detail {
 inline const remote_key* key_for(peer_state& p, const remote_buffer& rb) {
   if (const auto* e = p.regions.find(rb)) return &e->key;
   if (rb.owner != p.nonce || rb.seal != rb.compute_seal(p.peer_secret)) return nullptr;
-  const auto key = decode_key(rb.key_bytes());
+  auto key = decode_key(rb.key_bytes());
   if (!key) return nullptr;
+  key->confirmed = p.dom->local_reads && owner_confirms(p, *key, rb);
   return &p.regions.add(rb, *key)->key;
 }
 
@@ -80,21 +95,6 @@ inline const remote_key* key_for(peer_state& p, const remote_buffer& rb) {
 // mapped (another node) or the region has no slot.
 inline bool key_is_stale(const peer_state& p, const remote_key& key, std::uint64_t epoch) noexcept {
   return p.peer_keys.mapped() && key.slot != 0 && key.slot < key_table_slots && p.peer_keys.load(key.slot) != epoch;
-}
-
-// An operation through a dead key waits (in domain_state::stale, never in
-// libfabric) for one liveness period before it completes: a peer that
-// leaves deregisters its regions first and closes its domain right after,
-// and its peers' operations must then say peer_unreachable, not stale_key
-// (resolve_stale in progress.hpp).
-// It counts as in flight on its queue pair, so that a flush or fenced
-// operation posted after it waits for its verdict.
-inline void hold_stale(domain_state& d, op_slot* op) {
-  op->st = slot_state::parked;
-  op->counted = true;
-  ++op->peer->inflight;
-  op->due = std::chrono::steady_clock::now() + domain_state::stale_verdict_delay;
-  d.stale.push_back(op);
 }
 
 // The region an operation targets: its imported key's (one index), or the
@@ -135,6 +135,9 @@ inline void fill_slot(domain_state& d, peer_state& p, op_slot* op, const operati
   if (t.key) {
     op->raddr = t.key->target(t.base, o.remote.offset);
     op->rkey = t.key->key;
+    op->local_read = o.code == opcode::read && t.key->confirmed;
+    op->rslot = t.key->slot;
+    op->repoch = t.epoch;
   }
   const std::size_t i = d.index_of(op);
   if (o.code == opcode::fetch_add) d.operands[operand_words * i] = o.operand;

@@ -78,6 +78,21 @@ inline void fail_peer(domain_state& d, peer_state& p, int why, status s) {
   }
 }
 
+// An operation through a dead key waits (in domain_state::stale, never in
+// libfabric) for one liveness period before it completes: a peer that
+// leaves deregisters its regions first and closes its domain right after,
+// and its peers' operations must then say peer_unreachable, not stale_key
+// (resolve_stale).
+// It counts as in flight on its queue pair, so that a flush or fenced
+// operation posted after it waits for its verdict.
+inline void hold_stale(domain_state& d, op_slot* op) {
+  op->st = slot_state::parked;
+  op->counted = true;
+  ++op->peer->inflight;
+  op->due = std::chrono::steady_clock::now() + domain_state::stale_verdict_delay;
+  d.stale.push_back(op);
+}
+
 // Posts one operation to libfabric (a flush has nothing to post: it completes).
 // Returns 0, -FI_EAGAIN, or another -FI_E*.
 inline ssize_t submit(domain_state& d, op_slot* op) {
@@ -101,7 +116,11 @@ inline ssize_t submit(domain_state& d, op_slot* op) {
       msg.rma_iov = &rma;
       msg.rma_iov_count = 1;
       msg.context = ctx;
-      if (op->c.op == opcode::read) return fi_readmsg(d.ep, &msg, FI_COMPLETION);
+      // A read not confirmed by the owner's key table carries
+      // FI_DELIVERY_COMPLETE where shm would otherwise read it itself: then
+      // it goes to the target, which checks key and range.
+      if (op->c.op == opcode::read)
+        return fi_readmsg(d.ep, &msg, FI_COMPLETION | (d.local_reads && !op->local_read ? FI_DELIVERY_COMPLETE : 0));
       if (notify_only && d.notify_by_message) {  // {imm, length} as a tagged message
         std::uint64_t* msg_words = &d.operands[operand_words * i];
         msg_words[0] = op->c.imm;
@@ -176,7 +195,23 @@ inline status start(domain_state& d, op_slot* op, int& native) {
     finish(d, op, status::ok);
     return status::ok;
   }
-  const ssize_t ret = submit(d, op);
+  ssize_t ret = 0;
+  if (op->local_read) {
+    // shm reads the target's memory itself, inside fi_readmsg (CMA): only
+    // while the region's slot still holds its epoch, announced on our access
+    // board, so that the target's deregistration waits for the copy
+    // (detail/access_board.hpp, region.hpp).
+    peer_state& p = *op->peer;
+    if (fabrix::detail::board_enter(d.keys.map, p.peer_keys, p.nonce, op->rslot, op->repoch) !=
+        fabrix::detail::board_verdict::go) {
+      hold_stale(d, op);  // stale_key, or peer_unreachable when its domain closed (resolve_stale)
+      return status::ok;
+    }
+    ret = submit(d, op);
+    fabrix::detail::board_leave(d.keys.map);
+  } else {
+    ret = submit(d, op);
+  }
   if (ret == 0) {
     op->st = slot_state::posted;
     op->posted_epoch = d.sweep_epoch;

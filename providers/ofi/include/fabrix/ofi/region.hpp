@@ -42,7 +42,13 @@ class region_impl {
   // the provider forgets it at fi_close. (The domain state outlives every
   // region: the core keeps it alive.)
   void release() noexcept {
-    if (d_ && slot_ != detail::no_slot) d_->keys.release(slot_);
+    if (d_ && slot_ != detail::no_slot) {
+      d_->keys.release(slot_);
+      if (d_->local_reads) {  // a node-mate's read may be in its copy: wait for it (access_board.hpp)
+        fabrix::detail::scan_boards(d_->boards);
+        fabrix::detail::wait_for_boards(d_->boards, d_->nonce);
+      }
+    }
     slot_ = detail::no_slot;
     if (mr_) fi_close(&mr_->fid);
     mr_ = nullptr;

@@ -187,12 +187,12 @@ inline result<fi_info*> find_provider(const domain_options& opts, bool& hmem, bo
   fi_info* chosen = fi_dupinfo(match);
   fi_freeinfo(info);
   if (!chosen) return unexpected(status::no_memory, "fi_dupinfo", "ofi");
-  // shm 1.17 reads a peer's memory itself (process_vm_readv, "fast RMA")
-  // for a read without ordering bits, and then nothing checks the key or
-  // the range: a forged remote_buffer read the target's neighbouring bytes.
-  // Asking for read-after-read order turns fast RMA off, so that every read
-  // goes to the target, which checks it (ofi_mr_map_verify).
-  if (std::strcmp(chosen->fabric_attr->prov_name, "shm") == 0) chosen->tx_attr->msg_order |= FI_ORDER_RAR;
+  // shm 1.17 reads a peer's memory itself (process_vm_readv, its "fast
+  // RMA") for a read without ordering bits or FI_DELIVERY_COMPLETE, and
+  // then nothing at the target checks the key or the range. fabrix lets it
+  // only for reads whose range the target's key table confirms, inside the
+  // access board; every other read carries FI_DELIVERY_COMPLETE and goes to
+  // the target, which checks it (post.hpp, local_read).
   return chosen;
 }
 
@@ -306,6 +306,7 @@ inline result<void> open_objects(domain_state& d) {
 
   d.mr_mode = static_cast<std::uint64_t>(info->domain_attr->mr_mode);
   d.manual_progress = info->domain_attr->data_progress != FI_PROGRESS_AUTO;
+  d.local_reads = std::strcmp(info->fabric_attr->prov_name, "shm") == 0;
   d.iov_limit = std::min<std::size_t>({info->tx_attr->iov_limit, max_iov});
   if (d.iov_limit == 0) d.iov_limit = 1;
   d.cq_data_carries_length = info->domain_attr->cq_data_size >= 8;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <fabrix/completion.hpp>
+#include <fabrix/detail/access_board.hpp>
 #include <fabrix/detail/completion_ring.hpp>
 #include <fabrix/detail/import_table.hpp>
 #include <fabrix/detail/intrusive_fifo.hpp>
@@ -74,6 +75,11 @@ struct op_slot {
   std::uint32_t iov_count = 0;
   std::uint64_t raddr = 0;  // libfabric target address (virtual or offset)
   std::uint64_t rkey = 0;
+  // A local read (post.hpp): the region's slot and epoch in the target's key
+  // table, checked inside the access board when it starts.
+  bool local_read = false;
+  std::uint32_t rslot = 0;
+  std::uint64_t repoch = 0;
   op_slot* next = nullptr;       // parked-queue link
   op_slot* next_free = nullptr;  // slot_pool link
   // Scratch, the last members: fill_slot writes [0, iov_count) before
@@ -113,9 +119,14 @@ struct domain_state {
   std::uint64_t mr_mode = 0;
   bool hmem = false;  // the provider has FI_HMEM: cuda_device memory registers as FI_HMEM_CUDA
   bool manual_progress = true;
-  bool atomics = false;                 // FI_UINT64 FI_SUM (fetch) and FI_CSWAP are valid
-  std::size_t iov_limit = 1;            // local slices per write/read/send
-  bool cq_data_carries_length = false;  // cq_data_size >= 8: imm in the low half, length in the high half
+  // shm: reads whose range the target's key table confirms are done by this
+  // process (shm's fast RMA, CMA) inside the access board; releasing a region
+  // waits for node-mates' boards (region.hpp).
+  bool local_reads = false;
+  std::vector<fabrix::detail::board_watch> boards;  // node-mates' boards, for region releases
+  bool atomics = false;                             // FI_UINT64 FI_SUM (fetch) and FI_CSWAP are valid
+  std::size_t iov_limit = 1;                        // local slices per write/read/send
+  bool cq_data_carries_length = false;              // cq_data_size >= 8: imm in the low half, length in the high half
   // write_with_imm goes as two writes: the data, then (once delivered) a
   // zero-length write carrying the value. shm 1.17 never completes a write
   // that has both FI_REMOTE_CQ_DATA and FI_DELIVERY_COMPLETE.
