@@ -126,6 +126,8 @@ def target(transport, test, size, run, baseline, default_provider=None, busy=0):
     if (transport == "ofi-shm" and run in ("user", "auto-user") and baseline == "raw_ofi"
             and test in ("write:bw", "read:bw") and size in (65536, 1 << 20)):
         return (">=", 0.80 if busy else 0.90)
+    if busy:  # the issue sets targets under load for user memory only
+        return None
     if test == "write:bw" and (baseline == "ucx_perftest" or raw_ofi):
         if size <= 4096:
             return (">=", 0.90)
