@@ -113,6 +113,17 @@ TEST_CASE("key table: a slot carries its registration's extent, which confirms o
   CHECK(again == slot);  // reused: the new registration's extent
   CHECK(extent_confirms(view, slot, epoch + 1, base, 64, w));
   CHECK(!extent_confirms(view, slot, epoch + 1, base, 4096, r));
+
+  // The providers' rule (confirms_claim): no slot, no table: not confirmed;
+  // a slot that holds another epoch: let through (every operation on it is
+  // refused stale); otherwise the extent decides.
+  using fabrix::detail::confirms_claim;
+  CHECK(confirms_claim(view, slot, epoch + 1, base, 64, w));
+  CHECK(!confirms_claim(view, slot, epoch + 1, base, 65, w));
+  CHECK(confirms_claim(view, slot, epoch, base, 1 << 20, rw));  // the old registration's key: stale
+  CHECK(!confirms_claim(view, key_table_board_slot, 0, base, 8, r));
+  CHECK(!confirms_claim(view, fabrix::detail::key_table_no_slot, epoch + 1, base, 8, r));
+  CHECK(!confirms_claim(key_table_map{}, slot, epoch + 1, base, 8, r));
 }
 
 TEST_CASE("access board: scan_boards finds every table of this user's domains, and forgets closed ones") {

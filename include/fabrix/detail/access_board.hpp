@@ -113,4 +113,12 @@ inline void wait_for_boards(std::span<const board_watch> boards, std::uint64_t s
   }
 }
 
+// Target step 2 whole: after the region's slot was cleared, finds every
+// node-mate's board (scan_boards) and waits for those that name this domain
+// (wait_for_boards). What a provider's region release calls.
+inline void wait_for_node_mates(std::vector<board_watch>& boards, std::uint64_t self_nonce) {
+  scan_boards(boards);
+  wait_for_boards(boards, self_nonce);
+}
+
 }  // namespace fabrix::detail

@@ -184,6 +184,21 @@ inline bool extent_confirms(const key_table_map& table, std::uint32_t slot, std:
 inline constexpr std::uint32_t key_table_open_slot = 0;   // 1 while the domain is open
 inline constexpr std::uint32_t key_table_board_slot = 1;  // access_board.hpp
 
+// The rule of the paths that reach a peer's memory without the peer's own
+// check (UCX's direct copies and CMA, ofi shm's local reads), applied once
+// when a remote_buffer is first used or imported: whether its claim
+// [address, address + length) with `rights`, through the registration of
+// `epoch` in `slot`, may take such a path. False without a table or slot
+// (the path is not taken). True when the slot no longer holds the epoch: no
+// extent can be checked, and every operation on the region is refused
+// stale by its per-operation epoch check anyway (epochs are never reused).
+// Otherwise whether the owner's extent covers the claim (extent_confirms).
+inline bool confirms_claim(const key_table_map& table, std::uint32_t slot, std::uint64_t epoch, std::uint64_t address,
+                           std::uint64_t length, std::uint64_t rights) noexcept {
+  if (!table.mapped() || slot <= key_table_board_slot || slot >= key_table_slots) return false;
+  return table.load(slot) != epoch || extent_confirms(table, slot, epoch, address, length, rights);
+}
+
 // This domain's own table and its free slots.
 struct key_table {
   key_table_map map;

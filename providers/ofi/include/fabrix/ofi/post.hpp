@@ -62,18 +62,15 @@
 
 namespace fabrix::ofi::detail {
 
-// Whether the peer's key table confirms what `rb` claims: its slot holds
-// rb's epoch and the extent registered there covers rb's range and rights.
-// Every member of a job knows every peer's seal secret and can seal a
-// remote_buffer that claims more than the region; a read shm does itself
-// (local_read) is checked by nothing else. A region whose slot no longer
-// holds its epoch passes here: its operations are refused stale before
-// anything is posted (key_is_stale, and again inside the access board).
+// Whether the peer's key table confirms what `rb` claims (range and rights):
+// every member of a job knows every peer's seal secret and can seal a
+// remote_buffer that claims more than the region, and a read shm does
+// itself (local_read) is checked by nothing else (detail/key_table.hpp,
+// confirms_claim; a stale region's operations are refused by key_is_stale
+// and again inside the access board).
 inline bool owner_confirms(const peer_state& p, const remote_key& key, const remote_buffer& rb) noexcept {
-  if (key.slot == 0 || key.slot >= key_table_slots || !p.peer_keys.mapped()) return false;
-  if (p.peer_keys.load(key.slot) != rb.epoch) return true;
-  return fabrix::detail::extent_confirms(p.peer_keys, key.slot, rb.epoch, rb.address, rb.length,
-                                         static_cast<std::uint64_t>(rb.rights));
+  return fabrix::detail::confirms_claim(p.peer_keys, key.slot, rb.epoch, rb.address, rb.length,
+                                        static_cast<std::uint64_t>(rb.rights));
 }
 
 // The key for `rb` on this endpoint: verified once per remote region (not per

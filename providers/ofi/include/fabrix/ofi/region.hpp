@@ -45,8 +45,7 @@ class region_impl {
     if (d_ && slot_ != detail::no_slot) {
       d_->keys.release(slot_);
       if (d_->local_reads) {  // a node-mate's read may be in its copy: wait for it (access_board.hpp)
-        fabrix::detail::scan_boards(d_->boards);
-        fabrix::detail::wait_for_boards(d_->boards, d_->nonce);
+        fabrix::detail::wait_for_node_mates(d_->boards, d_->nonce);
       }
     }
     slot_ = detail::no_slot;

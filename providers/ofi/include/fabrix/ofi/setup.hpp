@@ -276,6 +276,7 @@ inline result<std::chrono::milliseconds> op_timeout_for(const char* prov_name) {
 inline result<void> open_objects(domain_state& d) {
   fi_info* info = d.info;
   const std::size_t slots = d.ops.capacity();
+  const bool shm = std::strcmp(info->fabric_attr->prov_name, "shm") == 0;
   if (int ret = fi_fabric(info->fabric_attr, &d.fabric, nullptr); ret != 0) return fail(ret, "fi_fabric");
   if (int ret = fi_domain(d.fabric, info, &d.domain, nullptr); ret != 0) return fail(ret, "fi_domain");
 
@@ -297,7 +298,7 @@ inline result<void> open_objects(domain_state& d) {
   if (int ret = fi_endpoint(d.domain, info, &d.ep, nullptr); ret != 0) return fail(ret, "fi_endpoint");
   if (int ret = fi_ep_bind(d.ep, &d.av->fid, 0); ret != 0) return fail(ret, "fi_ep_bind(av)");
   if (int ret = fi_ep_bind(d.ep, &d.cq->fid, FI_TRANSMIT | FI_RECV); ret != 0) return fail(ret, "fi_ep_bind(cq)");
-  if (std::strcmp(info->fabric_attr->prov_name, "shm") == 0) {
+  if (shm) {
     const std::string name = shm_region_name(d.nonce);
     if (int ret = fi_setname(&d.ep->fid, const_cast<char*>(name.c_str()), name.size() + 1); ret != 0)
       return fail(ret, "fi_setname(" + name + ")");
@@ -306,7 +307,7 @@ inline result<void> open_objects(domain_state& d) {
 
   d.mr_mode = static_cast<std::uint64_t>(info->domain_attr->mr_mode);
   d.manual_progress = info->domain_attr->data_progress != FI_PROGRESS_AUTO;
-  d.local_reads = std::strcmp(info->fabric_attr->prov_name, "shm") == 0;
+  d.local_reads = shm;
   d.iov_limit = std::min<std::size_t>({info->tx_attr->iov_limit, max_iov});
   if (d.iov_limit == 0) d.iov_limit = 1;
   d.cq_data_carries_length = info->domain_attr->cq_data_size >= 8;
@@ -322,9 +323,9 @@ inline result<void> open_objects(domain_state& d) {
   // their source (rxm_handle_remote_write), and other providers are not
   // known to, so there the notification goes as a message that carries the
   // sender's nonce.
-  const bool names_writer = d.source && std::strcmp(info->fabric_attr->prov_name, "shm") == 0;
+  const bool names_writer = d.source && shm;
   d.notify_by_message = !d.cq_data_carries_length || !names_writer || (by_message && std::strcmp(by_message, "1") == 0);
-  d.split_imm = d.notify_by_message || std::strcmp(info->fabric_attr->prov_name, "shm") == 0;
+  d.split_imm = d.notify_by_message || shm;
   d.errno_kind = prov_errno_kind_of(info->fabric_attr->prov_name);
   auto timeout = op_timeout_for(info->fabric_attr->prov_name);
   if (!timeout) return unexpected(std::move(timeout).error());

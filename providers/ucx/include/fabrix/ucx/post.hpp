@@ -49,20 +49,13 @@
 
 namespace fabrix::ucx::detail {
 
-// Whether the peer's key table confirms what `rb` claims: its slot holds
-// rb's epoch and the extent registered there covers rb's range and rights.
-// A member of the job knows every peer's seal secret (it travels in the
+// Whether the peer's key table confirms what `rb` claims (range and rights):
+// a member of the job knows every peer's seal secret (it travels in the
 // address blobs) and can seal a remote_buffer that claims more than the
-// region; checked once, when the key is first used or imported (epochs are
-// never reused: a later registration in the slot fails the per-operation
-// epoch check instead). A region whose slot no longer holds its epoch is
-// let through here: every operation on it is refused stale anyway.
+// region (detail/key_table.hpp, confirms_claim).
 inline bool owner_confirms(const peer_state& p, const remote_buffer& rb) noexcept {
-  const std::uint32_t slot = key_slot_of(rb.epoch);
-  if (slot == 0 || !p.peer_keys.mapped()) return false;
-  if (p.peer_keys.load(slot) != rb.epoch) return true;
-  return fabrix::detail::extent_confirms(p.peer_keys, slot, rb.epoch, rb.address, rb.length,
-                                         static_cast<std::uint64_t>(rb.rights));
+  return fabrix::detail::confirms_claim(p.peer_keys, key_slot_of(rb.epoch), rb.epoch, rb.address, rb.length,
+                                        static_cast<std::uint64_t>(rb.rights));
 }
 
 // The endpoint's unpacked rkey for `rb`: unpacked once per remote region (not

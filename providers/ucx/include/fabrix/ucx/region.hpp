@@ -41,8 +41,7 @@ class region_impl {
       if (const std::uint32_t slot = detail::key_slot_of(rb_.epoch); slot != 0) {
         d_->keys.release(slot);
         if ((rb_.epoch & detail::ucx_allocated) == 0) {
-          fabrix::detail::scan_boards(d_->boards);
-          fabrix::detail::wait_for_boards(d_->boards, d_->nonce);
+          fabrix::detail::wait_for_node_mates(d_->boards, d_->nonce);
         }
       }
       ucp_mem_unmap(d_->context, memh_);
