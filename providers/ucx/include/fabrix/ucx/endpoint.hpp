@@ -51,6 +51,7 @@ struct close_endpoint {
     }
     while (detail::op_slot* f = p.parked.pop_front()) d.deferred.push_back(f);
     while (detail::op_slot* w = p.parked_imms.pop_front()) d.deferred.push_back(w);
+    while (detail::op_slot* w = p.flush_waiters.pop_front()) d.deferred.push_back(w);
     detail::run_deferred(d);
     // Replies queued for this peer are dropped.
     for (detail::reply_slot* r = d.replies_head; r; r = r->next)

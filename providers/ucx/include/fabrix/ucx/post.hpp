@@ -6,7 +6,10 @@
 // flush -> ucp_ep_flush_nbx; write_with_imm -> put(s), then an endpoint flush
 // (every earlier put and AMO on the endpoint is complete at the target), then
 // an active message carrying the 32-bit value. The target's handler queues
-// the notification, so it can only be seen after the data is in place.
+// the notification, so it can only be seen after the data is in place. The
+// flush is skipped when no native put or AMO was posted since the last
+// completed one (checked requests, direct copies and CMA are in place when
+// they complete), and notifications ready together share one flush.
 // One-sided operations on tcp / shared memory go as checked requests
 // (rma.hpp), or as CPU copies on a peer's mapped segment (direct ops).
 //
@@ -257,6 +260,7 @@ inline void start_op(peer_state& p, op_slot* op) {
   ucp_rkey_h rkey = held != nullptr ? held->key : nullptr;
   std::uint64_t raddr = op->raddr;
   if (code != opcode::recv && code != opcode::flush) ++p.native_posted;
+  if (code != opcode::recv && code != opcode::flush && code != opcode::send) ++p.rma_posted;
   switch (code) {
     case opcode::write:
     case opcode::write_with_imm:
@@ -297,7 +301,9 @@ inline void start_op(peer_state& p, op_slot* op) {
       prm.cb.recv = on_recv_done;
       track_recv(op, [&] { return ucp_tag_recv_nbx(d.worker, op, 1, p.recv_tag, ~ucp_tag_t{0}, &prm); });
       break;
-    case opcode::flush: post_ep_flush(p, op); break;
+    case opcode::flush:  // nothing native unflushed: everything earlier is at the target already
+      if (p.native_posted != p.native_flushed) post_ep_flush(p, op);
+      break;
     case opcode::remote_write_imm: break;  // refused by validation
   }
   request_done(op, UCS_OK);

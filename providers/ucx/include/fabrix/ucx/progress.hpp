@@ -171,9 +171,16 @@ inline void stage_done(op_slot* op) {
   if (op->peer == nullptr && op->first_error == UCS_OK) op->first_error = UCS_ERR_CANCELED;  // detached
   if (op->checked) checked_done(op);
   const bool ok = op->first_error == UCS_OK && op->remote_status == status::ok;
-  if (op->flush_mark != 0 && op->peer) {  // an endpoint flush ended: what it covered is at the target
-    if (ok && op->flush_mark > op->peer->native_flushed) op->peer->native_flushed = op->flush_mark;
-    op->flush_mark = 0;
+  if (op->flushing) {  // an endpoint flush ended: what it covered is at the target
+    op->flushing = false;
+    if (peer_state* p = op->peer) {
+      --p->flushes_in_flight;
+      if (ok && op->flush_mark > p->native_flushed) p->native_flushed = op->flush_mark;
+      if (ok && op->flush_rma_mark > p->rma_flushed) p->rma_flushed = op->flush_rma_mark;
+      // Notifications that waited for it look again (run_deferred): covered
+      // now, or a later flush to wait for or to post.
+      while (op_slot* w = p->flush_waiters.pop_front()) op->dom->deferred.push_back(w);
+    }
   }
   if (op->st == stage::fence_flush) {
     if (ok) {  // everything before it is at the target: it starts (run_deferred), still before later ops
@@ -215,6 +222,10 @@ inline void stage_done(op_slot* op) {
 inline void post_ep_flush(peer_state& p, op_slot* op) {
   ucp_request_param_t prm = request_param(op);
   op->flush_mark = p.native_posted;
+  op->flush_rma_mark = p.rma_posted;
+  op->flushing = true;
+  ++p.flushes_in_flight;
+  p.rma_flush_posted = p.rma_posted;
   track(op, ucp_ep_flush_nbx(p.ep, &prm));
 }
 
@@ -237,6 +248,17 @@ inline void run_deferred(domain_state& d) {
         start_op(p, op);
         wake_parked(d, p);
         continue;
+      }
+      if (op->st == stage::imm_flush) {
+        // The notification follows every native put and atomic posted before
+        // it: none since the last completed flush, and it goes now; one
+        // already covered by a flush in flight, and it waits for that flush.
+        if (p.rma_flushed >= p.rma_posted) {
+          op->st = stage::imm_notify;
+        } else if (p.flushes_in_flight > 0 && p.rma_flush_posted >= p.rma_posted) {
+          p.flush_waiters.push_back(op);
+          continue;
+        }
       }
       op->pending = 1;
       if (op->st == stage::imm_notify) {
@@ -301,6 +323,7 @@ inline void fail_peer(domain_state& d, peer_state& p, ucs_status_t why) {
   p.failure = why;
   while (op_slot* f = p.parked.pop_front()) d.deferred.push_back(f);
   while (op_slot* w = p.parked_imms.pop_front()) d.deferred.push_back(w);
+  while (op_slot* w = p.flush_waiters.pop_front()) d.deferred.push_back(w);
   d.each_slot([&](op_slot* op) {
     if (!op->in_use || op->abandoned || op->peer != &p || op->pending == 0) return;
     if (op->first_error == UCS_OK) op->first_error = why;

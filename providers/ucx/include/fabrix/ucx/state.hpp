@@ -151,6 +151,8 @@ struct op_fields {
   std::uint64_t repoch = 0;           // the target region's epoch (checked requests, key table)
   std::uint64_t compare = 0;          // compare_swap: expected value
   std::uint64_t flush_mark = 0;       // an endpoint flush: peer_state::native_posted when it was posted
+  std::uint64_t flush_rma_mark = 0;   // ... and peer_state::rma_posted
+  bool flushing = false;              // an endpoint flush of this op is in flight (peer_state::flushes_in_flight)
   bool unsignaled = false;            // op_options::unsignaled: no completion on success, counted
   bool delivered = false;             // op_options::delivered on a native lane: flushed before it completes
   bool fenced = false;                // op_options::fence: starts after everything earlier is at the target
@@ -319,6 +321,16 @@ struct peer_state {
   // a fence needs no flush.
   std::uint64_t native_posted = 0;
   std::uint64_t native_flushed = 0;
+  // The same for native puts, gets and atomics alone (UCX RMA lanes: never
+  // on a checked_rma endpoint), which a write_with_imm's notification must
+  // follow: equal, and it needs no endpoint flush. Endpoint flushes in
+  // flight, the rma_posted the latest of them covers, and the notifications
+  // waiting for one of them (run_deferred: one flush serves a batch).
+  std::uint64_t rma_posted = 0;
+  std::uint64_t rma_flushed = 0;
+  std::uint32_t flushes_in_flight = 0;
+  std::uint64_t rma_flush_posted = 0;
+  op_list flush_waiters;
   bool fence_flushing = false;  // a fenced op waits for its endpoint flush: everything later waits behind it
   // Ops that have not started, in post order: flushes waiting for
   // notifications and checked requests, fenced ops waiting for everything
