@@ -60,6 +60,12 @@ TEST_CASE("verbs: describe() names the device, port, GID and connection path it 
     const char* method = std::getenv("FABRIX_VERBS_CONNECT");
     const bool cm = method != nullptr && std::string(method) == "rdma_cm";
     FX_CHECK(d.find(cm ? "connects through rdma_cm" : "connects through the bootstrap") != std::string::npos);
+    // rxe (rdma-core 44) offers the extended send API for every opcode
+    // fabrix posts; FABRIX_VERBS_WR_API=0 (conformance-verbs.sh's second
+    // pass) keeps the queue pairs on ibv_post_send.
+    const char* wr_api = std::getenv("FABRIX_VERBS_WR_API");
+    const bool plain = wr_api != nullptr && std::string(wr_api) == "0";
+    FX_CHECK(d.find(plain ? "posts with ibv_post_send" : "posts with ibv_wr_*") != std::string::npos);
     FX_CHECK(fabrix::registered_providers().front() == "verbs");
     // This binary has no GPU memory backend (<fabrix/verbs/cuda.hpp>): the
     // report says none and cuda_device memory is refused, saying why.

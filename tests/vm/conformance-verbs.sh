@@ -5,7 +5,9 @@
 # verbs-only rdma_cm cases run in both too (they ask for rdma_cm
 # themselves). The second pass runs the static provider only: how queue
 # pairs connect does not change what fabrix::any_provider forwards, which
-# the first pass checks. Then, when FABRIX_VM_ALSO names more test binaries (space-
+# the first pass checks; it also posts with ibv_post_send
+# (FABRIX_VERBS_WR_API=0) where the first pass uses rxe's ibv_wr_* API, so
+# both ways of posting run every case. Then, when FABRIX_VM_ALSO names more test binaries (space-
 # separated; meson sets it to tests/vm/vm_verbs_liveness and, in CUDA
 # builds, tests/gpu/gpu_verbs), each of them with --no-colors; a skip (77)
 # there counts as a failure, since rxe0 exists. Exits with the first
@@ -16,11 +18,12 @@ bin=$1
 shift
 status=0
 for method in bootstrap rdma_cm; do
-  echo "=== verbs conformance, FABRIX_VERBS_CONNECT=$method"
-  start=$SECONDS
   only_static=()
-  [ "$method" = bootstrap ] || only_static=(--test-case-exclude='*any_provider*')
-  FABRIX_VERBS_CONNECT=$method "$bin" "$@" "${only_static[@]}"
+  wr_api=1
+  [ "$method" = bootstrap ] || { only_static=(--test-case-exclude='*any_provider*'); wr_api=0; }
+  echo "=== verbs conformance, FABRIX_VERBS_CONNECT=$method FABRIX_VERBS_WR_API=$wr_api"
+  start=$SECONDS
+  FABRIX_VERBS_CONNECT=$method FABRIX_VERBS_WR_API=$wr_api "$bin" "$@" "${only_static[@]}"
   rc=$?
   echo "=== FABRIX_VERBS_CONNECT=$method: exit $rc after $((SECONDS - start)) s"
   if [ "$status" -eq 0 ] && [ "$rc" -ne 0 ]; then status=$rc; fi

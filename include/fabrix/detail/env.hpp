@@ -57,6 +57,7 @@ inline constexpr env_var env_vars[] = {
     {"FABRIX_VERBS_SQ_DEPTH", "verbs", "send queue depth per queue pair"},
     {"FABRIX_VERBS_SRQ_DEPTH", "verbs", "shared receive queue depth"},
     {"FABRIX_VERBS_TIMEOUT", "verbs", "RC ACK timeout exponent: 4.096 us x 2^n per try, 0..31 (default 14)"},
+    {"FABRIX_VERBS_WR_API", "verbs", "1: post with ibv_wr_* where the device offers it, 0: ibv_post_send (default 1)"},
 };
 
 // The value of `name`, or nullptr when it is unset or empty.

@@ -202,7 +202,8 @@ class domain_impl {
     return "verbs " + v.name + " port " + std::to_string(v.port) + " (" + v.why_device + "), " +
            std::string(detail::to_string(v.gid.kind)) + " GID[" + std::to_string(v.gid.index) + "] " +
            detail::gid_text(v.gid.raw) + " (" + v.why_gid + "), MTU " + detail::mtu_text(v.mtu) + ", max_sge " +
-           std::to_string(d_->max_sge) + ", inline " + std::to_string(d_->max_inline) + " B, " +
+           std::to_string(d_->max_sge) + ", inline " + std::to_string(d_->max_inline) + " B, posts with " +
+           (d_->wr_api ? "ibv_wr_*" : "ibv_post_send") + ", " +
            (d_->cm_listener ? "connects through rdma_cm (listening on " +
                                   detail::sockaddr_text(reinterpret_cast<const sockaddr*>(&d_->cm_addr)) + ")"
                             : std::string("connects through the bootstrap (UD handshake)")) +
@@ -307,13 +308,17 @@ class domain_impl {
     for (std::uint32_t i = 0; i < detail::ud_slots; ++i) detail::repost_ud(d, i);
     d.ud_send_free = (1u << detail::ud_slots) - 1;
 
-    // How much inline data the device grants: ask on a probe queue pair.
-    ibv_qp* probe = detail::create_rc_qp(d, d.opts.max_inline);
+    // How much inline data the device grants, and whether it offers the
+    // extended send API: ask on a probe queue pair.
+    ibv_qp_ex* probe_ex = nullptr;
+    ibv_qp_ex** want_ex = d.opts.wr_api ? &probe_ex : nullptr;
+    ibv_qp* probe = detail::create_rc_qp(d, d.opts.max_inline, want_ex);
     if (probe == nullptr) {
       d.opts.max_inline = 0;
-      probe = detail::create_rc_qp(d, 0);
+      probe = detail::create_rc_qp(d, 0, want_ex);
     }
     if (probe == nullptr) return fail(errno, "ibv_create_qp(RC)");
+    d.wr_api = probe_ex != nullptr;
     ibv_qp_attr qa{};
     ibv_qp_init_attr qi{};
     d.max_inline = ibv_query_qp(probe, &qa, IBV_QP_CAP, &qi) == 0 ? std::min(qi.cap.max_inline_data, d.opts.max_inline)

@@ -58,6 +58,7 @@ inline void destroy_peer_resources(peer_state& p) {
   if (p.ah) ibv_destroy_ah(p.ah);
   if (p.cm_id) rdma_destroy_id(p.cm_id);  // drops its unread events
   p.qp = nullptr;
+  p.qpx = nullptr;
   p.ah = nullptr;
   p.cm_id = nullptr;
 }
@@ -129,7 +130,7 @@ inline result<std::unique_ptr<peer_state>> connect_peer(domain_state& d, std::sp
   p->recv_capacity = static_cast<std::uint32_t>(
       d.opts.recv_depth ? std::min<std::size_t>(d.opts.recv_depth, d.max_posted_recvs) : d.max_posted_recvs);
   p->recvs = std::make_unique<recv_wanted[]>(p->recv_capacity);
-  p->qp = create_rc_qp(d, d.max_inline);
+  p->qp = create_rc_qp(d, d.max_inline, d.wr_api ? &p->qpx : nullptr);
   if (p->qp == nullptr) return fail(errno, "ibv_create_qp(RC)");
   std::random_device rd;
   p->my_psn = rd() & max_qpn;

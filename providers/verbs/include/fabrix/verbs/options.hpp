@@ -54,6 +54,10 @@ struct options {
   std::chrono::milliseconds connect_timeout{30000};    // FABRIX_VERBS_CONNECT_TIMEOUT_MS
   connect_method connect = connect_method::bootstrap;  // FABRIX_VERBS_CONNECT=bootstrap|rdma_cm
   std::uint16_t cm_port = 0;                           // rdma_cm listening port; 0: any free one   FABRIX_VERBS_CM_PORT
+  // Post through the extended send API (ibv_wr_*, ibv_qp_ex) where the
+  // device offers it for every opcode fabrix posts; 0: always
+  // ibv_post_send.  FABRIX_VERBS_WR_API
+  std::uint8_t wr_api = 1;
 };
 
 namespace detail {
@@ -75,7 +79,8 @@ inline result<options> options_from_env(options base = {}) {
       !detail::env_number("FABRIX_VERBS_GID_INDEX", base.gid_index, -1, 1 << 16, why) ||
       !detail::env_number("FABRIX_VERBS_CONNECT_TIMEOUT_MS", connect_ms, 1, 3600L * 1000, why) ||
       !detail::env_number("FABRIX_VERBS_CM_PORT", base.cm_port, 0, 65535, why) ||
-      !detail::env_number("FABRIX_VERBS_PROBE_MS", base.probe_ms, 0, 3600 * 1000, why))
+      !detail::env_number("FABRIX_VERBS_PROBE_MS", base.probe_ms, 0, 3600 * 1000, why) ||
+      !detail::env_number("FABRIX_VERBS_WR_API", base.wr_api, 0, 1, why))
     return unexpected(status::invalid_argument, why, "verbs");
   if (const char* m = detail::env_text("FABRIX_VERBS_CONNECT")) {
     const std::string v = m;

@@ -31,7 +31,10 @@
 //               its completion also retires every earlier unsignaled entry.
 //
 // A post call builds one chain of work requests in the queue pair's
-// preallocated arrays (no allocation) and hands it to one ibv_post_send.
+// preallocated arrays (no allocation) and hands it to one ibv_post_send, or
+// where the device offers the extended send API for every opcode above
+// (ibv_qp_ex; domain_state::wr_api, FABRIX_VERBS_WR_API) to one
+// ibv_wr_start ... ibv_wr_complete (post_chain_ex).
 // Only the chain's last request that wants a completion (and every
 // sq_depth/4-th) is signaled; the others complete with it (credits.hpp).
 // When the send ring or the domain's CQ credits run out, the operations not
@@ -48,6 +51,7 @@
 #include <infiniband/verbs.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 
@@ -179,6 +183,58 @@ inline status post_recv(peer_state& p, const operation& o) {
   return status::ok;
 }
 
+// Hands the chain of work requests at `first` to the device through the
+// extended send API (ibv_wr_*): the same requests, without ibv_post_send's
+// generic parsing. All or nothing: 0, or the error of ibv_wr_complete with
+// none of them posted (*bad = first).
+//
+// Only single-buffer setters are used (post_chain sends a chain with a
+// multi-SGE request through ibv_post_send): rxe's list setters in rdma-core
+// 44 (Debian 12) and later releases, until fixed upstream in 2026, compute
+// the length wrong (wr_set_sge_list: n times the first SGE's;
+// wr_set_inline_data_list: zero bytes). wr_flags keeps
+// IBV_SEND_INLINE: rxe's kernel side reads the inline payload only when
+// the work request carries that flag; mlx5 ignores it there.
+inline int post_chain_ex(peer_state& p, ibv_send_wr* first, ibv_send_wr** bad) {
+  ibv_qp_ex* q = p.qpx;
+  ibv_wr_start(q);
+  for (const ibv_send_wr* wr = first; wr != nullptr; wr = wr->next) {
+    q->wr_id = wr->wr_id;
+    q->wr_flags = static_cast<unsigned>(wr->send_flags);
+    switch (wr->opcode) {
+      case IBV_WR_RDMA_WRITE: ibv_wr_rdma_write(q, wr->wr.rdma.rkey, wr->wr.rdma.remote_addr); break;
+      case IBV_WR_RDMA_WRITE_WITH_IMM:
+        ibv_wr_rdma_write_imm(q, wr->wr.rdma.rkey, wr->wr.rdma.remote_addr, wr->imm_data);
+        break;
+      case IBV_WR_RDMA_READ: ibv_wr_rdma_read(q, wr->wr.rdma.rkey, wr->wr.rdma.remote_addr); break;
+      case IBV_WR_SEND: ibv_wr_send(q); break;
+      case IBV_WR_ATOMIC_FETCH_AND_ADD:
+        ibv_wr_atomic_fetch_add(q, wr->wr.atomic.rkey, wr->wr.atomic.remote_addr, wr->wr.atomic.compare_add);
+        break;
+      case IBV_WR_ATOMIC_CMP_AND_SWP:
+        ibv_wr_atomic_cmp_swp(q, wr->wr.atomic.rkey, wr->wr.atomic.remote_addr, wr->wr.atomic.compare_add,
+                              wr->wr.atomic.swap);
+        break;
+      default:  // build() makes no other opcode
+        ibv_wr_abort(q);
+        *bad = first;
+        return EINVAL;
+    }
+    if (wr->num_sge == 0) {
+      ibv_wr_set_sge_list(q, 0, nullptr);
+    } else {
+      const ibv_sge& s = wr->sg_list[0];
+      if ((wr->send_flags & IBV_SEND_INLINE) != 0)
+        ibv_wr_set_inline_data(q, reinterpret_cast<void*>(s.addr), s.length);
+      else
+        ibv_wr_set_sge(q, s.lkey, s.addr, s.length);
+    }
+  }
+  const int e = ibv_wr_complete(q);
+  if (e != 0) *bad = first;
+  return e;
+}
+
 // Posts the first `n` staged work requests as one chain; `went` says how
 // many the device took (all of them unless it refused the call).
 inline status post_chain(peer_state& p, std::uint32_t n, std::uint32_t& went) {
@@ -186,8 +242,10 @@ inline status post_chain(peer_state& p, std::uint32_t n, std::uint32_t& went) {
   if (n == 0) return status::ok;
   const std::uint32_t point = p.ring.signal_point(n);
   std::uint32_t last_signaled = n;  // none
+  bool multi_sge = false;
   for (std::uint32_t i = 0; i < n; ++i) {
     ibv_send_wr& wr = p.wrs[i];
+    multi_sge |= wr.num_sge > 1;
     wr.wr_id = rc_wr_id(p.slot, p.ring.next_seq() + i);
     wr.next = i + 1 < n ? &p.wrs[i + 1] : nullptr;
     if (p.ring.must_signal(i, point)) {
@@ -196,7 +254,8 @@ inline status post_chain(peer_state& p, std::uint32_t n, std::uint32_t& went) {
     }
   }
   ibv_send_wr* bad = nullptr;
-  const int e = ibv_post_send(p.qp, p.wrs.get(), &bad);
+  const int e =
+      p.qpx != nullptr && !multi_sge ? post_chain_ex(p, p.wrs.get(), &bad) : ibv_post_send(p.qp, p.wrs.get(), &bad);
   went = e == 0 ? n : static_cast<std::uint32_t>(bad - p.wrs.get());
   if (last_signaled < went) p.ring.note_signaled(last_signaled);
   p.ring.commit(went);
@@ -206,7 +265,8 @@ inline status post_chain(peer_state& p, std::uint32_t n, std::uint32_t& went) {
     // put the queue pair in error so each of them completes (flushed) and
     // none is lost; it is not used again.
     mark_failed(p, IBV_WC_GENERAL_ERR);
-    p.failure_text = std::string("ibv_post_send failed: ") + std::strerror(e);
+    p.failure_text = std::string(p.qpx != nullptr && !multi_sge ? "ibv_wr_complete" : "ibv_post_send") +
+                     " failed: " + std::strerror(e);
     to_error(p.qp);
     return status::peer_unreachable;
   }

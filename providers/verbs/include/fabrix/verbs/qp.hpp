@@ -14,8 +14,17 @@
 
 namespace fabrix::verbs::detail {
 
-inline ibv_qp* create_rc_qp(domain_state& d, std::uint32_t inline_bytes) {
-  ibv_qp_init_attr a{};
+// The send opcodes fabrix posts (post.hpp), as ibv_qp_ex send_ops_flags.
+inline constexpr std::uint64_t rc_send_ops = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
+                                             IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_READ |
+                                             IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+
+// An RC queue pair on the domain's CQ and SRQ. With `qpx`, it is asked with
+// the extended send API for every opcode of rc_send_ops (ibv_create_qp_ex;
+// a device that lacks any of them refuses): *qpx is then its ibv_qp_ex, else
+// null and the queue pair is a plain one (ibv_post_send).
+inline ibv_qp* create_rc_qp(domain_state& d, std::uint32_t inline_bytes, ibv_qp_ex** qpx = nullptr) {
+  ibv_qp_init_attr_ex a{};
   a.send_cq = d.cq;
   a.recv_cq = d.cq;
   a.srq = d.srq;
@@ -24,7 +33,19 @@ inline ibv_qp* create_rc_qp(domain_state& d, std::uint32_t inline_bytes) {
   a.cap.max_send_wr = d.opts.sq_depth;
   a.cap.max_send_sge = d.max_sge;
   a.cap.max_inline_data = inline_bytes;
-  return ibv_create_qp(d.pd, &a);
+  a.comp_mask = IBV_QP_INIT_ATTR_PD;
+  a.pd = d.pd;
+  if (qpx != nullptr) {
+    *qpx = nullptr;
+    ibv_qp_init_attr_ex ex = a;
+    ex.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    ex.send_ops_flags = rc_send_ops;
+    if (ibv_qp* qp = ibv_create_qp_ex(d.ctx, &ex)) {
+      *qpx = ibv_qp_to_qp_ex(qp);
+      return qp;
+    }
+  }
+  return ibv_create_qp_ex(d.ctx, &a);
 }
 
 inline result<void> rc_to_init(domain_state& d, ibv_qp* qp) {

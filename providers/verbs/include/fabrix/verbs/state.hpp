@@ -82,7 +82,8 @@ struct peer_state {
   std::uint32_t peer_id = 0;               // completion::peer of what arrives on this queue pair
   std::uint32_t slot = 0;                  // in domain_state::slots; in every RC send's wr_id
   ibv_qp* qp = nullptr;
-  ibv_ah* ah = nullptr;  // to the peer's UD queue pair (handshake); null for a loopback to self
+  ibv_qp_ex* qpx = nullptr;  // qp's extended send API (domain_state::wr_api); null: ibv_post_send
+  ibv_ah* ah = nullptr;      // to the peer's UD queue pair (handshake); null for a loopback to self
   peer_address remote{};
   std::uint32_t seq = 0;  // which connect() between these two domains
   std::uint32_t my_psn = 0;
@@ -148,6 +149,7 @@ struct domain_state {
   ibv_qp* ud_qp = nullptr;
   std::uint32_t max_sge = 1;     // per work request, reads and writes
   std::uint32_t max_inline = 0;  // what the device granted on a test QP
+  bool wr_api = false;           // RC queue pairs post through ibv_wr_* (options::wr_api, and the device has it)
   std::uint32_t max_rd_atomic = 1;
   std::uint32_t max_dest_rd_atomic = 1;
   unsigned unacked_events = 0;
