@@ -259,8 +259,10 @@ inline void start_op(peer_state& p, op_slot* op) {
   ucp_request_param_t prm = request_param(op);
   ucp_rkey_h rkey = held != nullptr ? held->key : nullptr;
   std::uint64_t raddr = op->raddr;
-  if (code != opcode::recv && code != opcode::flush) ++p.native_posted;
-  if (code != opcode::recv && code != opcode::flush && code != opcode::send) ++p.rma_posted;
+  if (code != opcode::recv && code != opcode::flush) {
+    ++p.native_posted;
+    if (code != opcode::send) ++p.rma_posted;
+  }
   switch (code) {
     case opcode::write:
     case opcode::write_with_imm:

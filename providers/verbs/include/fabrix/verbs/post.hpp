@@ -254,8 +254,8 @@ inline status post_chain(peer_state& p, std::uint32_t n, std::uint32_t& went) {
     }
   }
   ibv_send_wr* bad = nullptr;
-  const int e =
-      p.qpx != nullptr && !multi_sge ? post_chain_ex(p, p.wrs.get(), &bad) : ibv_post_send(p.qp, p.wrs.get(), &bad);
+  const bool by_wr_api = p.qpx != nullptr && !multi_sge;
+  const int e = by_wr_api ? post_chain_ex(p, p.wrs.get(), &bad) : ibv_post_send(p.qp, p.wrs.get(), &bad);
   went = e == 0 ? n : static_cast<std::uint32_t>(bad - p.wrs.get());
   if (last_signaled < went) p.ring.note_signaled(last_signaled);
   p.ring.commit(went);
@@ -265,8 +265,7 @@ inline status post_chain(peer_state& p, std::uint32_t n, std::uint32_t& went) {
     // put the queue pair in error so each of them completes (flushed) and
     // none is lost; it is not used again.
     mark_failed(p, IBV_WC_GENERAL_ERR);
-    p.failure_text = std::string(p.qpx != nullptr && !multi_sge ? "ibv_wr_complete" : "ibv_post_send") +
-                     " failed: " + std::strerror(e);
+    p.failure_text = std::string(by_wr_api ? "ibv_wr_complete" : "ibv_post_send") + " failed: " + std::strerror(e);
     to_error(p.qp);
     return status::peer_unreachable;
   }
