@@ -229,10 +229,8 @@ inline void post_ep_flush(peer_state& p, op_slot* op) {
   track(op, ucp_ep_flush_nbx(p.ep, &prm));
 }
 
-// Starts the next stage of every queued op, then the parked ops that may
-// start now. Called by poll()/wait() after ucp_worker_progress, and by
-// teardown.
-inline void run_deferred(domain_state& d) {
+// The body of run_deferred, out of line: most polls have nothing to do.
+[[gnu::noinline]] inline void run_deferred_work(domain_state& d) {
   do {
     while (op_slot* op = d.deferred.pop_front()) {
       if (op->peer == nullptr || op->peer->failed) {
@@ -277,6 +275,13 @@ inline void run_deferred(domain_state& d) {
     }
   } while (!d.deferred.empty() || d.start_parked);
   if (d.replies_head != nullptr) send_replies(d);
+}
+
+// Starts the next stage of every queued op, then the parked ops that may
+// start now, then sends queued replies. Called by poll()/wait() after
+// ucp_worker_progress, and by teardown. An idle call is three loads.
+inline void run_deferred(domain_state& d) {
+  if (!d.deferred.empty() || d.start_parked || d.replies_head != nullptr) run_deferred_work(d);
 }
 
 // Active-message handler for notifications: queues a remote_write_imm
@@ -343,11 +348,9 @@ inline void cancel_recvs(domain_state& d) {
     if (op->in_use && op->abandoned && op->request) ucp_request_cancel(d.worker, op->request);
 }
 
-// Throttled: looks at watched peers about every 100 ms of polling.
-inline void check_liveness(domain_state& d) {
-  if (d.watched.empty()) return;
-  const auto now = d.poll_clock.sample();
-  if (!now || !d.liveness.due(*now, fabrix::detail::liveness_period)) return;
+// Looks at the watched peers, at most once per liveness period.
+[[gnu::noinline]] inline void check_liveness_at(domain_state& d, std::chrono::steady_clock::time_point now) {
+  if (!d.liveness.due(now, fabrix::detail::liveness_period)) return;
   bool failed = false;
   for (peer_state* p : d.watched) {
     if (!p->failed && process_gone(p->identity)) {
@@ -362,6 +365,13 @@ inline void check_liveness(domain_state& d) {
     }
   }
   if (failed) run_deferred(d);  // end the dead peers' queued stages now
+}
+
+// Throttled: looks at watched peers about every 100 ms of polling; the
+// clock is read on one call in 64 (poll_clock), the rest are a count.
+inline void check_liveness(domain_state& d) {
+  if (d.watched.empty()) return;
+  if (const auto now = d.poll_clock.sample()) check_liveness_at(d, *now);
 }
 
 // UCX gave up on the peer (error-handling endpoints): everything on it ends
