@@ -66,6 +66,7 @@ class bw_initiator {
     double peak = 0;
     completion cs[64];
     std::uint64_t spin = 0;
+    const loop_shape k = shape();
     while (!stop || completed < posted) {
       if (!stop && count == 0 && (++spin & 63) == 0 && clock::now() >= deadline) stop = true;
       while (!stop && posted - completed + list <= depth) {
@@ -74,15 +75,15 @@ class bw_initiator {
           stop = true;
           break;
         }
-        const std::uint64_t went = post_list(n, batches++);
+        const std::uint64_t went = post_list(n, batches++, k);
         posted += went;
         if (count && posted == count) stop = true;
         if (went < n) break;  // back-pressure: poll first
       }
       const std::size_t got = s_.dom.poll(cs);
-      for (std::size_t i = 0; i < got; ++i) signaled_done += on_completion(cs[i]);
-      completed = unsignaled_ ? signaled_done + (finished_now() - finished_base) : signaled_done;
-      if (unsignaled_ && signaled_out_ == 0 && flushes_ == 0 && completed < posted) retire_unsignaled();
+      for (std::size_t i = 0; i < got; ++i) signaled_done += on_completion(cs[i], k);
+      completed = k.unsignaled ? signaled_done + (finished_now() - finished_base) : signaled_done;
+      if (k.unsignaled && signaled_out_ == 0 && flushes_ == 0 && completed < posted) retire_unsignaled();
       if (completed >= window_mark) {
         const std::uint64_t now = tc.now();
         const double secs = tc.seconds(now - window_start);
@@ -99,7 +100,7 @@ class bw_initiator {
     // completion of this run reaches the caller's own flushes.
     while (flushes_ > 0) {
       const std::size_t got = s_.dom.poll(cs);
-      for (std::size_t i = 0; i < got; ++i) signaled_done += on_completion(cs[i]);
+      for (std::size_t i = 0; i < got; ++i) signaled_done += on_completion(cs[i], k);
     }
     total_ += completed;
     bw_result r;
@@ -118,21 +119,44 @@ class bw_initiator {
  private:
   static constexpr std::uint64_t flush_token = recv_token - 1;
 
+  // What the loop decides per operation from settings fixed for the run,
+  // held in run()'s locals: the library calls in the loop may write any
+  // memory as far as the compiler knows, so members would be loaded again
+  // after each of them (and the queue pair picked with a division).
+  struct loop_shape {
+    bool slotted;            // slotted_
+    bool unsignaled;         // unsignaled_
+    bool per_op_fields;      // set_slot() per operation: atomics, write_imm
+    bool one_qp;             // s_.qps.size() == 1
+    bool send;               // sends go on queue pair 0
+    queue_pair<P>* first;    // s_.qps[0]
+    target_side<P>* target;  // target_
+  };
+  loop_shape shape() noexcept {
+    return {slotted_,
+            unsignaled_,
+            slotted_ || st_.test == test_kind::write_imm,
+            s_.qps.size() == 1,
+            st_.test == test_kind::send,
+            &s_.qps[0],
+            target_};
+  }
+
   // One completion of the loop; returns 1 for a signaled operation's.
-  [[gnu::always_inline]] std::uint64_t on_completion(const completion& c) {
+  [[gnu::always_inline]] std::uint64_t on_completion(const completion& c, const loop_shape& k) {
     if (c.op == opcode::flush && c.token == flush_token) {
       expect_ok(c, "bandwidth loop (flush of unsignaled operations)");
       --flushes_;
     } else if (c.token < recv_token && c.op != opcode::remote_write_imm && c.op != opcode::recv) {
       if (c.status != status::ok) expect_ok(c, "bandwidth loop");
-      if (slotted_)
+      if (k.slotted)
         on_done(c.token);
       else if (c.token != 0)
         unknown_token(c.token);
       --signaled_out_;
       return 1;
-    } else if (target_ != nullptr) {
-      target_->on(c);
+    } else if (k.target != nullptr) {
+      k.target->on(c);
     } else {
       expect_ok(c, "bandwidth loop");
       fail("unexpected completion of " + std::string(to_string(c.op)) + " in the bandwidth loop");
@@ -143,33 +167,35 @@ class bw_initiator {
   // Posts n operations in one call; returns how many went out. Inlined into
   // run(), its one caller: a call per post list cost ~19 instructions per
   // operation at -l 1 (callgrind).
-  [[gnu::always_inline]] std::uint64_t post_list(std::uint64_t n, std::uint64_t batch) {
-    if (slotted_ || st_.test == test_kind::write_imm)
-      for (std::uint64_t i = 0; i < n; ++i) set_slot(ops_[i], slotted_ ? pop_slot() : 0);
-    if (unsignaled_)
-      for (std::uint64_t i = 0; i < n; ++i)
-        ops_[i].options = signaled(i, n) ? op_options::none : op_options::unsignaled;
-    const std::uint64_t q = st_.test == test_kind::send ? 0 : batch;
-    if (s_.qps.size() > 1)
-      for (std::uint64_t i = 0; i < n; ++i) s_.retarget(ops_[i], q);
-    auto& qp = s_.qp(q);
-    const post_result r = qp.post(std::span<const operation>(ops_.data(), n));
+  [[gnu::always_inline]] std::uint64_t post_list(std::uint64_t n, std::uint64_t batch, const loop_shape& k) {
+    operation* ops = ops_.data();
+    if (k.per_op_fields)
+      for (std::uint64_t i = 0; i < n; ++i) set_slot(ops[i], k.slotted ? pop_slot() : 0);
+    if (k.unsignaled)
+      for (std::uint64_t i = 0; i < n; ++i) ops[i].options = signaled(i, n) ? op_options::none : op_options::unsignaled;
+    queue_pair<P>* qp = k.first;
+    if (!k.one_qp) {
+      const std::uint64_t q = k.send ? 0 : batch;
+      for (std::uint64_t i = 0; i < n; ++i) s_.retarget(ops[i], q);
+      qp = &s_.qp(q);
+    }
+    const post_result r = qp->post(std::span<const operation>(ops, n));
     if (r.status != status::ok && r.status != status::again)
       fail(std::string("posting ") + std::string(to_string(st_.test)) + ": " + std::string(to_string(r.status)));
     if (r.posted < n) {
-      if (slotted_)
-        for (std::uint64_t i = n; i > r.posted; --i) free_[free_top_++] = static_cast<std::uint32_t>(ops_[i - 1].token);
+      if (k.slotted)
+        for (std::uint64_t i = n; i > r.posted; --i) free_[free_top_++] = static_cast<std::uint32_t>(ops[i - 1].token);
       if (cq_mod_ > 1) {  // those go again: --cq-mod counts what went out
         op_seq_ -= n - r.posted;
         while (next_signal_ > op_seq_ + cq_mod_) next_signal_ -= cq_mod_;
       }
     }
-    if (!unsignaled_) {
+    if (!k.unsignaled) {
       signaled_out_ += r.posted;
       return r.posted;
     }
     for (std::uint64_t i = 0; i < r.posted; ++i)
-      if (!has(ops_[i].options, op_options::unsignaled)) ++signaled_out_;
+      if (!has(ops[i].options, op_options::unsignaled)) ++signaled_out_;
     return r.posted;
   }
 
