@@ -228,12 +228,6 @@ int main(int argc, char** argv) {
     for (auto name : fabrix::registered_providers()) std::printf("%.*s\n", static_cast<int>(name.size()), name.data());
     return 0;
   }
-  if (opts.mem != "host") {
-    std::string err;
-    (void)buffer::allocate({fabrix::memory_kind::cuda_device, 0}, 4096, err);
-    std::fprintf(stderr, "fabrix-perf: %s\n", err.c_str());
-    return 2;
-  }
   if (fabrix::registered_providers().empty()) {
     std::fprintf(stderr, "fabrix-perf: no provider was compiled in\n");
     return 1;
