@@ -47,6 +47,8 @@ struct any_domain_base {
                                                                    access rights) = 0;
   // The provider's allocate_memory, or status::unsupported where it has none.
   virtual result<std::unique_ptr<any_region_base>> allocate_memory(std::size_t len, access rights) = 0;
+  // The provider's check_host_memory, or ok where it has none.
+  virtual result<void> check_host_memory(const void* addr, std::size_t len) = 0;
   virtual std::size_t poll(std::span<completion> out) = 0;
   virtual status wait(std::chrono::milliseconds timeout) = 0;
   virtual result<std::vector<std::byte>> address() const = 0;
@@ -98,6 +100,15 @@ struct any_domain_model final : any_domain_base {
                         "allocate_memory: this provider does not allocate memory (allocate it yourself and "
                         "register_memory() it)",
                         std::string(P::name));
+    }
+  }
+  result<void> check_host_memory(const void* addr, std::size_t len) override {
+    if constexpr (checks_host_memory<P>) {
+      return impl.check_host_memory(addr, len);
+    } else {
+      (void)addr;
+      (void)len;
+      return {};
     }
   }
   std::size_t poll(std::span<completion> out) override { return impl.poll(out); }
@@ -223,6 +234,7 @@ struct any_provider {
       if (!r) return unexpected(std::move(r).error());
       return region_impl(std::move(*r));
     }
+    result<void> check_host_memory(const void* addr, std::size_t len) { return d_->check_host_memory(addr, len); }
     std::size_t poll(std::span<completion> out) { return d_->poll(out); }
     status wait(std::chrono::milliseconds timeout) { return d_->wait(timeout); }
     result<std::vector<std::byte>> address() const { return d_->address(); }
@@ -244,6 +256,7 @@ struct any_provider {
 
 static_assert(provider<any_provider>, "any_provider must satisfy the provider concept");
 static_assert(allocates_memory<any_provider>, "any_provider forwards allocate_memory (unsupported at run time)");
+static_assert(checks_host_memory<any_provider>, "any_provider forwards check_host_memory (ok where absent)");
 
 using any_domain = domain<any_provider>;
 

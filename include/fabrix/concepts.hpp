@@ -110,6 +110,19 @@ template <class P>
 concept allocates_memory = provider<P> && requires(typename P::domain_impl& d, std::size_t len, access rights) {
   { d.allocate_memory(len, rights) } -> std::same_as<result<typename P::region_impl>>;
 };
+
+// Optional provider entry:
+//   check_host_memory(addr, len) -> result<void>
+// A provider that knows memory the core cannot recognise (cuda_ipc and the
+// staged adapter: CUDA device memory, whose addresses the process maps
+// without access) refuses a registration that calls such memory host
+// memory, with a message that says what it is. domain::register_memory asks
+// it first, before its own check of the process's mappings (which would
+// only say "not readable").
+template <class P>
+concept checks_host_memory = provider<P> && requires(typename P::domain_impl& d, const void* addr, std::size_t len) {
+  { d.check_host_memory(addr, len) } -> std::same_as<result<void>>;
+};
 // clang-format on
 
 }  // namespace fabrix

@@ -69,6 +69,9 @@ class domain {
       return unexpected(status::invalid_argument, "register_memory: empty or null buffer");
     if (!is_known(rights)) return unexpected(status::invalid_argument, "register_memory: unknown access bits");
     if (where.kind == memory_kind::host) {
+      if constexpr (checks_host_memory<P>) {
+        if (auto c = impl().check_host_memory(addr, len); !c) return unexpected(c.error());
+      }
       auto v = detail::check_host_range(addr, len, rights);
       if (v.status != status::ok) return unexpected(v.status, "register_memory: " + v.why);
     }

@@ -187,6 +187,40 @@ struct allocating_provider {
 };
 static_assert(fabrix::allocates_memory<allocating_provider>);
 
+// The same plus check_host_memory (checks_host_memory): memory in
+// [device_begin, device_end) is "device memory" that this provider
+// recognises and refuses as host memory, as cuda_ipc does cudaMalloc memory.
+class checking_domain_impl : public domain_impl {
+ public:
+  static inline const std::byte* device_begin = nullptr;
+  static inline const std::byte* device_end = nullptr;
+  static fabrix::result<checking_domain_impl> create(const fabrix::domain_options& o) {
+    auto d = domain_impl::create(o);
+    if (!d) return fabrix::unexpected(std::move(d).error());
+    return checking_domain_impl(std::move(*d));
+  }
+  fabrix::result<void> check_host_memory(const void* addr, std::size_t) {
+    const auto* p = static_cast<const std::byte*>(addr);
+    if (p >= device_begin && p < device_end)
+      return fabrix::unexpected(fabrix::status::invalid_argument, "registered as host memory, but it is device memory",
+                                "fake_check");
+    return {};
+  }
+
+ private:
+  explicit checking_domain_impl(domain_impl d) : domain_impl(std::move(d)) {}
+};
+
+struct checking_provider {
+  static constexpr std::string_view name = "fake_check";
+  static constexpr fabrix::capabilities caps{.max_sge = 4};
+  using domain_impl = fake::checking_domain_impl;
+  using endpoint_impl = fake::endpoint_impl;
+  using region_impl = fake::region_impl;
+};
+static_assert(fabrix::checks_host_memory<checking_provider>);
+static_assert(!fabrix::checks_host_memory<provider>);
+
 // Two domains, a queue pair from a to b, a 256-byte local source in a and a
 // 256-byte target in b that grants every remote right.
 struct pair_fixture {

@@ -12,6 +12,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "fake_provider.hpp"
 
@@ -38,6 +39,36 @@ struct mapping {
 bool message_has(const fabrix::error& e, const std::string& part) { return e.message.find(part) != std::string::npos; }
 
 }  // namespace
+
+TEST_CASE("register_memory asks a provider that knows other memory kinds before the mapping check") {
+  // Mapped without access, as CUDA maps device memory into the process.
+  mapping device(2, PROT_NONE);
+  fake::checking_domain_impl::device_begin = device.bytes();
+  fake::checking_domain_impl::device_end = device.bytes() + device.len;
+  std::vector<std::byte> host(64);
+
+  auto check = [&](auto& d) {
+    auto r = d.register_memory(device.bytes(), 4096, {}, fabrix::access::local);
+    REQUIRE_FALSE(r);
+    CHECK(r.code() == status::invalid_argument);  // the provider's answer, not "not readable"
+    CHECK(message_has(r.error(), "device memory"));
+    CHECK(d.register_memory(host, fabrix::access::remote_write));  // host memory still passes both checks
+  };
+  auto d = fabrix::domain<fake::checking_provider>::create().value();
+  check(d);
+  static const bool once = fabrix::detail::register_provider<fake::checking_provider>(5);
+  (void)once;
+  auto any = fabrix::open("fake_check").value();  // any_provider forwards the check
+  check(any);
+
+  // Without the check, the core alone says what it sees.
+  auto plain = fake_domain::create().value();
+  auto r = plain.register_memory(device.bytes(), 4096, {}, fabrix::access::local);
+  REQUIRE_FALSE(r);
+  CHECK(r.code() == status::access_denied);
+  CHECK(message_has(r.error(), "not readable"));
+  fake::checking_domain_impl::device_begin = fake::checking_domain_impl::device_end = nullptr;
+}
 
 TEST_CASE("hardening: register_memory refuses ranges that are not mapped, overflow, or are read-only for writers") {
   auto d = fake_domain::create().value();

@@ -9,6 +9,8 @@
 #include <cuda.h>
 
 #include <cstdint>
+#include <string>
+#include <string_view>
 
 namespace fabrix::cuda {
 
@@ -78,6 +80,21 @@ inline result<pointer_info> query_pointer(const void* ptr) {
   else if (values[5] & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
     info.sharing = sharing::vmm;
   return info;
+}
+
+// A provider's check_host_memory (concepts.hpp): refuses CUDA device memory
+// described as host memory. Managed memory passes (the host can touch it;
+// the provider decides). Ok where no driver loads (then there is no device
+// memory to mistake).
+inline result<void> refuse_device_memory_as_host(const void* addr, std::string_view provider) {
+  auto info = query_pointer(addr);
+  if (!info) return {};
+  if (info->location.kind != memory_kind::host)
+    return unexpected(status::invalid_argument,
+                      "registered as host memory, but the pointer is CUDA device memory (device " +
+                          std::to_string(info->location.device) + "); pass its memory_location",
+                      std::string(provider));
+  return {};
 }
 
 }  // namespace fabrix::cuda

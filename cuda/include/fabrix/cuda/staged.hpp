@@ -115,6 +115,21 @@ struct staged {
       return domain_impl(std::move(s));
     }
 
+    // Device memory passed as host memory would reach the inner provider
+    // (which may not know CUDA at all); the core asks this first. The
+    // engine recognises device memory where it can (optional
+    // Engine::check_host_memory(addr, provider_name)).
+    result<void> check_host_memory(const void* addr, std::size_t len) {
+      if constexpr (checks_host_memory<P>) {
+        if (auto c = s_->inner.check_host_memory(addr, len); !c) return c;
+      }
+      if constexpr (requires { Engine::check_host_memory(addr, name); }) {
+        return Engine::check_host_memory(addr, name);
+      } else {
+        return {};
+      }
+    }
+
     result<region_impl> register_memory(void* addr, std::size_t len, memory_location where, access rights) {
       if (where.kind != memory_kind::cuda_device || s_->path == gpu_path::direct) {
         auto r = s_->inner.register_memory(addr, len, where, rights);

@@ -3,6 +3,7 @@
 // pinned_buffer, page-locked host memory for the bounce slots.
 #pragma once
 
+#include <fabrix/cuda/pointer.hpp>
 #include <fabrix/cuda/runtime.hpp>
 #include <fabrix/result.hpp>
 
@@ -10,6 +11,7 @@
 
 #include <cstddef>
 #include <span>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -51,6 +53,10 @@ class stream_copy_engine {
   // For the staged adapter (staged/engine.hpp): bounce slots live in pinned memory.
   using host_memory = pinned_buffer;
   static result<pinned_buffer> allocate_host(std::size_t bytes) { return pinned_buffer::create(bytes); }
+  // The staged adapter's check_host_memory: device memory passed as host.
+  static result<void> check_host_memory(const void* addr, std::string_view provider) {
+    return refuse_device_memory_as_host(addr, provider);
+  }
 
   static result<stream_copy_engine> create(int device, unsigned slots) {
     device_guard on(device);

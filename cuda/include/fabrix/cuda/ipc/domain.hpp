@@ -110,6 +110,12 @@ class domain_impl {
     return domain_impl(std::move(d));
   }
 
+  // Runs before the core's mapping check (a device pointer is mapped without
+  // access there, which would read as "not readable").
+  result<void> check_host_memory(const void* addr, std::size_t) {
+    return refuse_device_memory_as_host(addr, "cuda_ipc");
+  }
+
   result<region_impl> register_memory(void* addr, std::size_t len, memory_location where, access rights) {
     device_guard on(d_->device);
     const bool remote = (rights & access::all_remote) != access::local;
