@@ -389,7 +389,8 @@ struct rank_env {
     FX_CHECK_STATUS(posted, fabrix::status::ok);
     const auto c = next_token(token);
     if (c.status != fabrix::status::ok)
-      rank_fail("completion status ok", __FILE__, __LINE__, std::string(fabrix::to_string(c.status)));
+      rank_fail("completion status ok", __FILE__, __LINE__,
+                std::string(fabrix::to_string(c.status)) + " (token " + std::to_string(token) + ")");
   }
   // Polls (serving one-sided traffic aimed at us) for `d`.
   void serve_for(std::chrono::milliseconds d) {

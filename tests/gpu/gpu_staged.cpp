@@ -9,6 +9,9 @@
 #include <fabrix/cuda/staged_cuda.hpp>
 #include <fabrix/ucx.hpp>
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -38,6 +41,16 @@ std::vector<std::byte> pattern(std::size_t n, std::uint64_t seed) {
   return v;
 }
 
+// The staged path's bandwidth for the GPU run's note: one operation, from
+// post to completion (a figure, never asserted).
+void report(const char* what, std::size_t bytes, std::chrono::steady_clock::time_point started) {
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const char* tls = std::getenv("FABRIX_TEST_TRANSPORT");
+  std::printf("staged %s over UCX_TLS=%s: %zu B in %.1f us, %.2f GB/s\n", what, tls ? tls : "default", bytes,
+              secs * 1e6, static_cast<double>(bytes) / secs / 1e9);
+  std::fflush(stdout);
+}
+
 template <class P>
 void await_signal(fxt::rank_env<P>& env, std::uint32_t tag) {
   env.next([tag](const fabrix::completion& c) { return c.op == fabrix::opcode::remote_write_imm && c.imm == tag; });
@@ -57,6 +70,10 @@ TEST_CASE_TEMPLATE("staged ucx moves cudaMalloc memory: write, write_with_imm, r
     auto dev_mr = must(env.dom.register_memory(dev.data(), max, dev.location(), fabrix::access::local), "register");
     auto dev2_mr = must(env.dom.register_memory(dev2.data(), max, dev2.location(), fabrix::access::local), "register");
     FX_CHECK(!env.dom.register_memory(dev.data(), max, dev.location(), fabrix::access::remote_write));
+    // Device memory passed as host memory: refused with a message saying what it is.
+    auto as_host = env.dom.register_memory(dev.data(), max, {}, fabrix::access::local);
+    FX_CHECK(as_host.code() == status::invalid_argument);
+    if (!as_host) FX_CHECK(as_host.error().message.find("CUDA device memory") != std::string::npos);
     std::vector<std::byte> target(max), scratch(8);
     auto target_mr = env.reg(target);
     auto scratch_mr = env.reg(scratch);
@@ -74,7 +91,9 @@ TEST_CASE_TEMPLATE("staged ucx moves cudaMalloc memory: write, write_with_imm, r
         if (s <= 4 * chunk) {  // depth x chunk: one notification for the whole write
           env.complete_ok(qp.write_with_imm(dev_mr.slice(0, s), peers[peer].slice(0, s), round, 1), 1);
         } else {
+          const auto started = std::chrono::steady_clock::now();
           env.complete_ok(qp.write(dev_mr.slice(0, s), peers[peer].slice(0, s), 1), 1);
+          report("write", s, started);
           for (;;) {
             const status f = qp.flush(2);
             if (f == status::ok) break;
@@ -88,7 +107,9 @@ TEST_CASE_TEMPLATE("staged ucx moves cudaMalloc memory: write, write_with_imm, r
         }
         await_signal(env, 1000 + round);  // the peer checked and refilled
         FX_CHECK_STATUS(dev2.fill(0), status::ok);
+        const auto read_started = std::chrono::steady_clock::now();
         env.complete_ok(qp.read(dev2_mr.slice(0, s), peers[peer].slice(0, s), 4), 4);
+        if (s == max) report("read", s, read_started);
         std::vector<std::byte> back(s);
         FX_CHECK_STATUS(dev2.copy_to_host(0, back), status::ok);
         FX_CHECK(back == pattern(s, s + 9));
@@ -111,8 +132,9 @@ TEST_CASE_TEMPLATE("staged ucx moves cudaMalloc memory: write, write_with_imm, r
         }
       }
     }
-    // Done: rank 0 serves until rank 1 has its last message.
-    if (rank == 1) {
+    // Done: rank 1 serves (its target memory stays registered, its domain
+    // answers) until rank 0's last read has completed and been checked.
+    if (rank == 0) {
       env.complete_ok(qp.write_with_imm(scratch_mr.slice(0, 0), peer_scratch[peer].slice(0, 0), 77, 8), 8);
     } else {
       await_signal(env, 77);
