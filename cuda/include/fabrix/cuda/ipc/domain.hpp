@@ -190,9 +190,12 @@ class domain_impl {
     return region_impl(d_.get(), rb, host_registered, exported);
   }
 
+  // The sockets (notifications, messages, peers' fd requests and releases)
+  // are read on every call while no copies are in flight, and on every 16th
+  // while they are: a poll(2) costs about as much as launching a copy.
   std::size_t poll(std::span<completion> out) {
     device_guard on(d_->device);
-    detail::serve_links(*d_);
+    if (!detail::any_inflight(*d_) || (++d_->polls_since_links & 15) == 0) detail::serve_links(*d_);
     detail::progress_inflight(*d_);
     return d_->ring.drain(out);
   }

@@ -60,8 +60,10 @@ inline void close_endpoint::operator()(std::unique_ptr<peer_state>&& owned) cons
   device_guard on(d.device);
   if (p.stream) cudaStreamSynchronize(p.stream);
   while (detail::op_slot* op = p.inflight.pop_front()) {
-    if (op->st == detail::stage::copying && cudaEventQuery(d.events[d.slot_index(op)]) != cudaSuccess)
-      op->c.status = status::provider_error;
+    // The stream is idle: its sticky error (or the covering event's) is the op's.
+    const cudaError_t e = op->event == detail::no_event ? cudaStreamQuery(p.stream)
+                                                        : cudaEventQuery(d.events[static_cast<std::size_t>(op->event)]);
+    if (op->st == detail::stage::copying && e != cudaSuccess) op->c.status = status::provider_error;
     if (op->c.op == opcode::write_with_imm && op->c.status == status::ok)
       op->c.status = p.failed ? status::peer_unreachable
                      : send_packet(p.out->fd.get(), packet_type::notify, op->c.imm, op->c.bytes) == status::ok

@@ -5,8 +5,9 @@
 // device); fetch_add / compare_swap -> fabrix_cuda_atomic64 (one thread,
 // system-scope atomicAdd / atomicCAS) writing the old value to a per-slot
 // device word, then a copy of it to the result slice; flush -> nothing but
-// the event. Every op then records its slot's event on the stream; poll()
-// finishes ops when their event has completed, in stream order.
+// the event. An event recorded on the stream after a run of ops (at the next
+// poll, or every record_every posts) covers them all; poll() finishes ops
+// when their event has completed, in stream order.
 // write_with_imm -> the copies, the event, and once the event has completed
 // (the data is in the target's memory) a notify packet on the socket: the
 // target cannot see the notification before the data.
@@ -71,6 +72,7 @@ inline status post_send(peer_state& p, const operation& o, op_options opts) {
   const local_slice& src = o.locals()[0];
   if (src.length > max_message) return status::invalid_argument;
   if (has(opts, op_options::fence) && !p.inflight.empty()) {
+    record_events(d, p);  // before the wait, so that every event is complete after it
     if (p.stream) cudaStreamSynchronize(p.stream);
     progress_inflight(d);
     if (!p.inflight.empty()) return status::again;  // a notification still waits for the socket
@@ -176,18 +178,11 @@ inline status post_one(peer_state& p, const operation& o) {
     op->c.status = status::provider_error;
     op->c.native_code = static_cast<std::int32_t>(err);
   }
-  if (cudaError_t e = cudaEventRecord(ev, p.stream); e != cudaSuccess) {
-    if (!enqueued) {
-      d.ops.give_back(op);
-      return status::provider_error;
-    }
-    cudaStreamSynchronize(p.stream);  // the event cannot tell us; wait here
-    op->c.status = status::provider_error;
-    op->c.native_code = static_cast<std::int32_t>(e);
-    finish(d, op);
-    return status::ok;
-  }
+  // No event per op: the next record_events covers it (see op_slot::event).
+  op->event = no_event;
   p.inflight.push_back(op);
+  if (p.unrecorded == nullptr) p.unrecorded = op;
+  if (++p.unrecorded_count >= record_every) record_events(d, p);
   return status::ok;
 }
 

@@ -227,16 +227,47 @@ inline void serve_links(domain_state& d, int timeout_ms = 0) {
   if (incoming) accept_links(d);
 }
 
+// Records one event on `p`'s stream after the ops that no event covers yet
+// (the tail of its in-flight list); the last of them owns it. Called by
+// progress, and by a post once `record_every` ops wait, so that completions
+// come in steps of at most that many. Where the record fails, the stream is
+// waited for here and those ops complete with provider_error.
+inline constexpr std::uint32_t record_every = 16;
+inline void record_events(domain_state& d, peer_state& p) {
+  if (p.unrecorded == nullptr) return;
+  const auto idx = static_cast<std::int32_t>(d.slot_index(p.inflight.tail));
+  const cudaError_t e = cudaEventRecord(d.events[static_cast<std::size_t>(idx)], p.stream);
+  if (e != cudaSuccess) cudaStreamSynchronize(p.stream);
+  for (op_slot* op = p.unrecorded; op != nullptr; op = op->next) {
+    op->event = idx;
+    if (e != cudaSuccess && op->c.status == status::ok) {
+      op->c.status = status::provider_error;
+      op->c.native_code = static_cast<std::int32_t>(e);
+    }
+  }
+  p.unrecorded = nullptr;
+  p.unrecorded_count = 0;
+}
+
 // Finishes operations whose event has completed, in stream order per peer.
+// One query per event: the ops it covers after the first need none.
 inline void progress_inflight(domain_state& d) {
   for (peer_state* p : d.peers) {
+    record_events(d, *p);
+    std::int32_t done_event = no_event;  // an event seen complete, and what it said
+    cudaError_t done_error = cudaSuccess;
     while (op_slot* op = p->inflight.head) {
       if (op->st == stage::copying) {
-        const cudaError_t e = cudaEventQuery(d.events[d.slot_index(op)]);
-        if (e == cudaErrorNotReady) break;
-        if (e != cudaSuccess) {
-          op->c.status = to_status(e) == status::invalid_argument ? status::provider_error : to_status(e);
-          op->c.native_code = static_cast<std::int32_t>(e);
+        if (op->event != done_event) {
+          const cudaError_t e = cudaEventQuery(d.events[static_cast<std::size_t>(op->event)]);
+          if (e == cudaErrorNotReady) break;
+          done_event = op->event;
+          done_error = e;
+        }
+        if (done_error != cudaSuccess && op->c.status == status::ok) {
+          op->c.status =
+              to_status(done_error) == status::invalid_argument ? status::provider_error : to_status(done_error);
+          op->c.native_code = static_cast<std::int32_t>(done_error);
         }
         if (op->c.op == opcode::write_with_imm && op->c.status == status::ok) op->st = stage::notifying;
       }

@@ -31,10 +31,13 @@ namespace fabrix::cuda::ipc::detail {
 struct peer_state;
 struct domain_state;
 
-// copying: the op's copies / kernel and its event are on the peer's stream.
+// copying: the op's copies / kernel are on the peer's stream.
 // notifying: a write_with_imm whose data is in place; its notification
 // packet waits for room in the socket.
 enum class stage : std::uint8_t { copying, notifying };
+
+// op_slot::event before an event covers the op (see record_events).
+inline constexpr std::int32_t no_event = -1;
 
 struct op_slot {
   completion c{};
@@ -45,6 +48,10 @@ struct op_slot {
   local_slice recv_dst{};        // recv: where the message goes
   op_slot* next = nullptr;       // in-flight / recv list link
   op_slot* next_free = nullptr;  // slot_pool link
+  // The slot whose CUDA event, recorded on the peer's stream after this op's
+  // work, tells when it is done: one event covers every op posted since the
+  // previous one (the last of them owns it), so posts cost no event record.
+  std::int32_t event = no_event;
 };
 
 // Intrusive FIFO of slots (no allocation).
@@ -119,7 +126,8 @@ struct domain_state {
   std::vector<std::byte> tx = std::vector<std::byte>(max_message);  // device -> host bounce for send
   std::vector<pollfd> pfds;                                         // reused by poll() / wait()
   std::uint64_t dropped_packets = 0;                                // malformed or unexpected peer packets
-  std::uint64_t fetch_proof = 0;  // the seal of the region whose VMM fd fetch_fd asks for
+  std::uint32_t polls_since_links = 0;  // poll(): the sockets are looked at every 16th call while copies run
+  std::uint64_t fetch_proof = 0;        // the seal of the region whose VMM fd fetch_fd asks for
   std::unordered_map<std::uint64_t, std::uint32_t> connects_to;  // peer nonce -> our connect()s to it so far
   std::unordered_map<std::uint64_t, std::uint32_t> hellos_from;  // peer nonce -> its connect()s to us so far
 
@@ -159,6 +167,10 @@ struct peer_state {
   cudaStream_t stream = nullptr;
   op_list inflight;  // in stream order
   op_list recvs;     // posted receives, oldest first
+  // The first op of `inflight` that no event covers yet (they are its tail),
+  // and how many there are.
+  op_slot* unrecorded = nullptr;
+  std::uint32_t unrecorded_count = 0;
   bool failed = false;
   std::string failure;
   std::vector<resolved_region> regions;
