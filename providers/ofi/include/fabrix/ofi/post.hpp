@@ -4,7 +4,8 @@
 // write_with_imm -> fi_writemsg with FI_REMOTE_CQ_DATA | FI_DELIVERY_COMPLETE;
 // fetch_add -> fi_fetch_atomic FI_SUM, compare_swap -> fi_compare_atomic
 // FI_CSWAP, both FI_UINT64; send / recv -> fi_tsendmsg / fi_trecvmsg (the tag
-// names the sending domain); flush -> nothing to post.
+// names the sending domain), a small local send -> fi_tinject (inject_send);
+// flush -> nothing to post.
 //
 // Completion levels (completion.hpp). Every write, atomic and send is posted
 // with FI_DELIVERY_COMPLETE, so its completion means its data is in place at
@@ -167,15 +168,45 @@ inline status post_slot(peer_state& p, op_slot* op) {
   return s;
 }
 
+// A send of host memory, at most inject_size bytes, at completion_level::
+// local, not fenced, with nothing parked before it on its queue pair and
+// room in the ring for its completion: fi_tinject has copied it when it
+// returns, so it completes here, with no slot and no libfabric completion
+// (over tcp;ofi_rxm each of those costs a signal socket write and read).
+// Like every local send, its completion promises nothing about delivery; a
+// later flush does not wait for it (it was never in flight here).
+inline bool injectable(const domain_state& d, const peer_state& p, const operation& o, op_options opts) noexcept {
+  return o.code == opcode::send && o.locals().size() == 1 && o.locals()[0].length <= d.inject_size &&
+         o.locals()[0].location.kind == memory_kind::host && !has(opts, op_options::fence) &&
+         !has(opts, op_options::delivered) && p.parked.empty() && d.ops_in_use + d.ring.size() < d.max_ops;
+}
+
+// again: libfabric had no room; the caller posts it the usual way.
+inline status inject_send(domain_state& d, peer_state& p, const operation& o, op_options opts) {
+  const local_slice& l = o.locals()[0];
+  const ssize_t ret = fi_tinject(d.ep, l.address, l.length, p.addr, d.nonce);
+  if (ret == -FI_EAGAIN) return status::again;
+  if (ret != 0) return to_status(ret);
+  if (has(opts, op_options::unsignaled))
+    ++p.finished;
+  else
+    d.ring.push(fabrix::detail::completion_of(o));
+  return status::ok;
+}
+
 inline status post_one(peer_state& p, const operation& o) {
   domain_state& d = *p.dom;
   if (p.failed) return status::peer_unreachable;
   if (o.locals().size() > d.iov_limit && o.code != opcode::flush) return status::invalid_argument;
   target t;
   if (fabrix::detail::uses_remote(o.code) && !target_of(p, o.remote, t)) return status::invalid_argument;
+  const op_options opts = fabrix::detail::options_of(o, p.defaults);
+  if (injectable(d, p, o, opts)) {
+    if (const status s = inject_send(d, p, o, opts); s != status::again) return s;
+  }
   op_slot* op = take_slot(d, o.code == opcode::recv);
   if (op == nullptr) return status::again;
-  fill_slot(d, p, op, o, t, fabrix::detail::options_of(o, p.defaults));
+  fill_slot(d, p, op, o, t, opts);
   // The target deregistered the region (its key table says so, detail/key_table.hpp):
   // nothing goes to libfabric, which would drop (shm) or disconnect (tcp).
   if (t.key && key_is_stale(p, *t.key, t.epoch)) {

@@ -149,6 +149,9 @@ struct domain_state {
   fabrix::detail::slot_pool<op_slot> ops;
   std::size_t max_ops = 0, max_recvs = 0;
   std::size_t ops_in_use = 0, recvs_in_use = 0;
+  // Sends of at most this many bytes may go as fi_tinject (post.hpp,
+  // inject_send); 0: never. tx_attr->inject_size.
+  std::size_t inject_size = 0;
   key_table keys;       // which of our registrations are alive (key_table.hpp)
   op_list stale;        // operations through a peer's dead key, awaiting their verdict (post.hpp)
   bool source = false;  // FI_SOURCE: CQ entries name the sender (completion::peer)
@@ -206,7 +209,10 @@ struct domain_state {
   std::uint64_t dropped_notifications = 0;
 
   domain_state(std::size_t max_outstanding, std::size_t max_posted_recvs)
-      : ring(max_outstanding + max_posted_recvs),
+      // Injected sends complete without a slot, at most max_outstanding
+      // waiting to be polled (post.hpp): room for them too, so the ring
+      // never grows for operations of ours.
+      : ring(2 * max_outstanding + max_posted_recvs),
         ops(max_outstanding + max_posted_recvs),
         max_ops(max_outstanding),
         max_recvs(max_posted_recvs),
