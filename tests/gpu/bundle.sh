@@ -160,6 +160,7 @@ done < <(echo "$ldd_bins" | grep -v ':$' | sed 's/^[[:space:]]*//' |
 cp "$plan/checks.sh" "$out/checks.sh"
 cp "$here/bundle/runner.sh" "$out/run.sh"
 cp "$here/bundle/perf_check.sh" "$out/share/perf_check.sh"
+cp "$here/bundle/figures.sh" "$out/share/figures.sh"
 chmod +x "$out/run.sh"
 newest() { # the newest symbol version ($1: GLIBC or GLIBCXX) the ELF files $2... need
   local tag=$1

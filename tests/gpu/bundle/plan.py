@@ -92,6 +92,9 @@ def main():
             sys.exit(f"plan.py: {build} has no target {rel}")
     bench = '"$B"/bin/tests/gpu/gpu_bench'
     checks.append((2, len(checks), "gpu_bench", "gpu", BENCH_TIMEOUT, [], [bench, '"$OUT"/bandwidth.json']))
+    if os.path.join(build, "perf/fabrix-perf") in wanted:  # fabrix-perf's cuda_ipc figures (figures.sh)
+        checks.append((2, len(checks), "gpu_figures", "gpu", BENCH_TIMEOUT, [],
+                       ["bash", '"$B"/share/figures.sh', '"$B"/bin/perf/fabrix-perf', '"$OUT"/figures.txt']))
 
     os.makedirs(plan, exist_ok=True)
     with open(os.path.join(plan, "targets.txt"), "w") as f:

@@ -63,6 +63,8 @@ def expected_checks(build):
         if suites & {"gpu", "cuda", "cuda_ipc", "gpu-verbs"}:
             want[t["name"]] = ("gpu" if suites & {"gpu", "gpu-verbs", "cuda_ipc"} else "host", t)
     want["gpu_bench"] = ("gpu", None)
+    if os.path.isfile(os.path.join(build, "perf", "fabrix-perf")):
+        want["gpu_figures"] = ("gpu", None)  # share/figures.sh
     return want
 
 
@@ -158,6 +160,7 @@ def check_no_gpu_run(label, p, took, summary, want, out):
     files = os.listdir(out)
     check(len(files) <= 8, f"{label}: {len(files)} files under OUT: {files}")
     check("bandwidth.json" not in files, f"{label}: bandwidth.json written without a GPU")
+    check("figures.txt" not in files, f"{label}: figures.txt written without a GPU")
     check("summary.txt" in files and "nvidia-smi.txt" in files, f"{label}: files under OUT: {files}")
 
 

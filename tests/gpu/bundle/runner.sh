@@ -12,7 +12,8 @@
 # failed or skipped: exit 77 is skipped, and so is a doctest run in which
 # no test case passed; a timeout is failed.
 # Writes under $OUT (default ./gpu-out): summary.json, summary.txt,
-# bandwidth.json (when a GPU ran the sweep), nvidia-smi.txt and
+# bandwidth.json (when a GPU ran the sweep), figures.txt (fabrix-perf's
+# cuda_ipc runs, share/figures.sh, on a GPU), nvidia-smi.txt and
 # logs.tar.gz (logs.txt without tar) with one log per check.
 # Exit status: 0 when nothing failed, 1 otherwise.
 # Knobs: CHECKS='gpu_ipc*' runs only the checks whose names match that
