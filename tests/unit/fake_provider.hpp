@@ -159,13 +159,34 @@ struct provider {
 };
 static_assert(fabrix::provider<provider>);
 
-class allocating_domain_impl : public domain_impl {
+// A fake domain with one more entry: create() as domain_impl's, then Derived.
+template <class Derived>
+class extended_domain : public domain_impl {
  public:
-  static fabrix::result<allocating_domain_impl> create(const fabrix::domain_options& o) {
+  static fabrix::result<Derived> create(const fabrix::domain_options& o) {
     auto d = domain_impl::create(o);
     if (!d) return fabrix::unexpected(std::move(d).error());
-    return allocating_domain_impl(std::move(*d));
+    return Derived(std::move(*d));
   }
+
+ protected:
+  explicit extended_domain(domain_impl d) : domain_impl(std::move(d)) {}
+};
+
+// The fake provider over domain D (D::name names it).
+template <class D>
+struct provider_of {
+  static constexpr std::string_view name = D::name;
+  static constexpr fabrix::capabilities caps{.max_sge = 4};
+  using domain_impl = D;
+  using endpoint_impl = fake::endpoint_impl;
+  using region_impl = fake::region_impl;
+};
+
+class allocating_domain_impl : public extended_domain<allocating_domain_impl> {
+ public:
+  static constexpr std::string_view name = "fake_alloc";
+  explicit allocating_domain_impl(domain_impl d) : extended_domain(std::move(d)) {}
   // Zeroed host memory, registered; it lives as long as the domain (which
   // outlives its regions), as a real provider's would live with its region.
   fabrix::result<region_impl> allocate_memory(std::size_t len, fabrix::access rights) {
@@ -174,31 +195,20 @@ class allocating_domain_impl : public domain_impl {
   }
 
  private:
-  explicit allocating_domain_impl(domain_impl d) : domain_impl(std::move(d)) {}
   std::vector<std::unique_ptr<std::byte[]>> allocations_;
 };
-
-struct allocating_provider {
-  static constexpr std::string_view name = "fake_alloc";
-  static constexpr fabrix::capabilities caps{.max_sge = 4};
-  using domain_impl = fake::allocating_domain_impl;
-  using endpoint_impl = fake::endpoint_impl;
-  using region_impl = fake::region_impl;
-};
+using allocating_provider = provider_of<allocating_domain_impl>;
 static_assert(fabrix::allocates_memory<allocating_provider>);
 
 // The same plus check_host_memory (checks_host_memory): memory in
 // [device_begin, device_end) is "device memory" that this provider
 // recognises and refuses as host memory, as cuda_ipc does cudaMalloc memory.
-class checking_domain_impl : public domain_impl {
+class checking_domain_impl : public extended_domain<checking_domain_impl> {
  public:
+  static constexpr std::string_view name = "fake_check";
   static inline const std::byte* device_begin = nullptr;
   static inline const std::byte* device_end = nullptr;
-  static fabrix::result<checking_domain_impl> create(const fabrix::domain_options& o) {
-    auto d = domain_impl::create(o);
-    if (!d) return fabrix::unexpected(std::move(d).error());
-    return checking_domain_impl(std::move(*d));
-  }
+  explicit checking_domain_impl(domain_impl d) : extended_domain(std::move(d)) {}
   fabrix::result<void> check_host_memory(const void* addr, std::size_t) {
     const auto* p = static_cast<const std::byte*>(addr);
     if (p >= device_begin && p < device_end)
@@ -206,18 +216,8 @@ class checking_domain_impl : public domain_impl {
                                 "fake_check");
     return {};
   }
-
- private:
-  explicit checking_domain_impl(domain_impl d) : domain_impl(std::move(d)) {}
 };
-
-struct checking_provider {
-  static constexpr std::string_view name = "fake_check";
-  static constexpr fabrix::capabilities caps{.max_sge = 4};
-  using domain_impl = fake::checking_domain_impl;
-  using endpoint_impl = fake::endpoint_impl;
-  using region_impl = fake::region_impl;
-};
+using checking_provider = provider_of<checking_domain_impl>;
 static_assert(fabrix::checks_host_memory<checking_provider>);
 static_assert(!fabrix::checks_host_memory<provider>);
 
