@@ -4,7 +4,6 @@
 //   one node: fabrix-perf --loopback [TEST] [MODE] [options]
 // See usage() in options.cpp and perf/README.md.
 #include "bindings.hpp"
-#include "buffer.hpp"
 #include "failure.hpp"
 #include "options.hpp"
 #include "pairs.hpp"

@@ -126,10 +126,9 @@ class domain_impl {
     auto info = query_pointer(addr);
     if (!info) return unexpected(std::move(info).error());
     if (where.kind == memory_kind::host) {
+      // Device memory passed as host memory never gets here: the core asked
+      // check_host_memory first.
       if (info->managed) return unexpected(status::unsupported, "cuda_ipc does not support managed memory", "cuda_ipc");
-      if (info->location.kind != memory_kind::host)
-        return unexpected(status::invalid_argument, "registered as host memory, but the pointer is CUDA device memory",
-                          "cuda_ipc");
       if (remote)
         return unexpected(status::unsupported,
                           "cuda_ipc shares only CUDA device memory with peers; register host memory with "

@@ -309,8 +309,8 @@ inline result<void> open_objects(domain_state& d) {
   d.manual_progress = info->domain_attr->data_progress != FI_PROGRESS_AUTO;
   d.local_reads = shm;
   d.iov_limit = std::min<std::size_t>({info->tx_attr->iov_limit, max_iov});
-  d.inject_size = info->tx_attr->inject_size;
   if (d.iov_limit == 0) d.iov_limit = 1;
+  d.inject_size = info->tx_attr->inject_size;
   d.cq_data_carries_length = info->domain_attr->cq_data_size >= 8;
   fi_atomic_attr aa{};
   d.atomics = fi_query_atomic(d.domain, FI_UINT64, FI_SUM, &aa, FI_FETCH_ATOMIC) == 0 &&
