@@ -18,8 +18,9 @@
 // netns exec` makes), and points the providers at the interface holding the
 // node's address (UCX_NET_DEVICES, FI_TCP_IFACE). The bootstrap root listens
 // on node 0's address inside node 0's namespace; every node reaches it over
-// its links. Unset, ranks share this process's network stack and the root
-// listens on 127.0.0.1, as before.
+// its links. Unset, ranks share this process's network stack, the root
+// listens on 127.0.0.1 and the providers' tcp transports are pinned to the
+// loopback interface (use_loopback_only), unless the run names a device.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -166,6 +167,16 @@ inline void enter_node(const test_nodes& nodes, int rank) {
   ::setenv("FI_TCP_IFACE", iface.c_str(), 1);
 }
 
+// Ranks on one node talk over the loopback interface only: without this,
+// UCX's tcp and libfabric's tcp pick the host's first network interface
+// (eth0), whose address the kernel delivers locally too, but a test must
+// not depend on (or send to) any address it did not make. A variable the
+// run already sets (the VM suites name rxe0) is left as it is.
+inline void use_loopback_only() {
+  ::setenv("UCX_NET_DEVICES", "lo", 0);
+  ::setenv("FI_TCP_IFACE", "lo", 0);
+}
+
 // rank 0's listening socket: on 127.0.0.1, or on node 0's address inside its
 // network namespace (the socket stays there; this process goes back).
 inline fabrix::result<fabrix::bootstrap_root> listen_root(int n, const test_nodes& nodes) {
@@ -245,7 +256,10 @@ inline void run_ranks(int n, const std::function<void(int, fabrix::bootstrap&)>&
     REQUIRE(pid >= 0);
     if (pid == 0) {
       report_crashes(rank);
-      if (!nodes.empty()) enter_node(nodes, rank);
+      if (!nodes.empty())
+        enter_node(nodes, rank);
+      else
+        use_loopback_only();
       auto boot = by_callbacks ? fabrix::bootstrap::from_callbacks(store.callbacks_for(rank))
                   : rank == 0  ? root->accept()
                                : fabrix::bootstrap::create(rank, n, where, "fabrix-test");
