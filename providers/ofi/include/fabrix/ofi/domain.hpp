@@ -118,9 +118,12 @@ class domain_impl {
     return region_impl(*mr, rb, d_.get(), key.slot);
   }
 
+  // Another round only after a full batch: a short one means the CQ was
+  // empty when libfabric looked, and one more fi_cq_read would cost tcp a
+  // progress pass (an epoll_wait) between a completion and the caller.
   std::size_t poll(std::span<completion> out) {
     for (int round = 0; round < 4 && d_->ring.size() < out.size(); ++round) {
-      if (detail::progress(*d_) == 0) break;
+      if (detail::progress(*d_) < detail::cq_batch) break;
     }
     return d_->ring.drain(out);
   }

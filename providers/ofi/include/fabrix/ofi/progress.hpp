@@ -391,12 +391,16 @@ inline void on_error(domain_state& d) {
   if (p && s == status::peer_unreachable) fail_peer(d, *p, err.err, status::peer_unreachable);
 }
 
-// Reads up to one batch of CQ entries. Returns how many it handled.
-// With FI_SOURCE, fi_cq_readfrom also names each entry's sender.
+// How many CQ entries one read_cq takes at most.
+inline constexpr std::size_t cq_batch = 32;
+
+// Reads up to one batch of CQ entries. Returns how many it handled (an
+// error entry counts as one). With FI_SOURCE, fi_cq_readfrom also names each
+// entry's sender.
 inline std::size_t read_cq(domain_state& d) {
-  fi_cq_data_entry entries[32];
-  fi_addr_t src[32];
-  const ssize_t n = d.source ? fi_cq_readfrom(d.cq, entries, 32, src) : fi_cq_read(d.cq, entries, 32);
+  fi_cq_data_entry entries[cq_batch];
+  fi_addr_t src[cq_batch];
+  const ssize_t n = d.source ? fi_cq_readfrom(d.cq, entries, cq_batch, src) : fi_cq_read(d.cq, entries, cq_batch);
   if (n > 0) {
     for (ssize_t i = 0; i < n; ++i) on_entry(d, entries[i], d.source ? src[i] : FI_ADDR_NOTAVAIL);
     return static_cast<std::size_t>(n);
