@@ -227,13 +227,17 @@ class domain_impl {
     return region_impl(d_.get(), memh, rb);
   }
 
+  // Another round only while the worker is busy (more than one event in the
+  // last one) or deferred work waits: after a lone event, one more
+  // ucp_worker_progress finds nothing but costs tcp a progress pass (an
+  // epoll_wait) between that completion and the caller.
   std::size_t poll(std::span<completion> out) {
     for (int round = 0; round < 4 && d_->ring.size() < out.size(); ++round) {
       const unsigned progressed = ucp_worker_progress(d_->worker);
       detail::cancel_recvs(*d_);
       detail::run_deferred(*d_);
       detail::check_liveness(*d_);
-      if (progressed == 0 && d_->deferred.empty()) break;
+      if (progressed < 2 && d_->deferred.empty()) break;
     }
     if (!d_->closing.empty()) d_->advance_closing();
     return d_->ring.drain(out);
