@@ -46,6 +46,9 @@ int run_side(const options& opts, bootstrap boot, const char* role, bool reports
   domain_options dopts;
   dopts.transport = opts.transport;
   dopts.device = opts.device;
+  // Progress by poll() only, as perftest without -e: no wake-up object (the
+  // control exchange's 1 ms wait()s poll in slices instead).
+  dopts.wakeup = false;
   const bool pick = opts.provider == "auto";
   std::vector<std::string> names;  // in the order tried
   if (pick) {

@@ -77,8 +77,9 @@ TEST_CASE_TEMPLATE("conformance: coroutine awaitables and sync_wait", P, FX_PROV
   });
 }
 
-TEST_CASE_TEMPLATE("conformance: wait() sleeps until a completion or the timeout", P, FX_PROVIDERS) {
-  fxt::with_ranks<P>(2, [](fxt::rank_env<P>& env) {
+template <class P>
+void wait_until_completion_or_timeout(const fabrix::domain_options& options) {
+  fxt::with_ranks_options<P>(2, options, [](fxt::rank_env<P>& env) {
     std::vector<std::byte> buf(64);
     auto mr = env.reg(buf);
     auto peers = env.share(mr);
@@ -107,4 +108,15 @@ TEST_CASE_TEMPLATE("conformance: wait() sleeps until a completion or the timeout
       env.complete_ok(env.qps[1].write_with_imm(mr.slice(0, 0), peers[1].slice(0, 0), 5, 1), 1);
     }
   });
+}
+
+// Both with a wake-up object and without one (domain_options::wakeup false:
+// wait() may poll in slices instead): the same statuses and completions.
+TEST_CASE_TEMPLATE("conformance: wait() sleeps until a completion or the timeout", P, FX_PROVIDERS) {
+  for (const bool wakeup : {true, false}) {
+    CAPTURE(wakeup);
+    fabrix::domain_options options = fxt::test_options();
+    options.wakeup = wakeup;
+    wait_until_completion_or_timeout<P>(options);
+  }
 }

@@ -214,6 +214,25 @@ TEST_CASE("ofi: domain_options::device selects a libfabric domain and refuses on
   });
 }
 
+// domain_options::wakeup false: the CQ opens without a wait object (what
+// tcp;ofi_rxm pays for per completion); the default asks for FI_WAIT_FD.
+// wait() itself is checked both ways by the conformance suite.
+TEST_CASE("ofi: domain_options::wakeup false opens the completion queue without a wait object") {
+  fxt::run_ranks(1, [](int, fabrix::bootstrap&) {
+    auto with_fd = fxt::must(fabrix::ofi::domain::create(fxt::test_options()), "ofi domain, wakeup");
+    std::printf("default: %s\n", with_fd.describe().c_str());
+    const std::string transport = fxt::test_options().transport;
+    if (transport.rfind("tcp", 0) == 0) FX_CHECK(with_fd.native().wait_fd() >= 0);  // shm 1.17 offers no fd
+    fabrix::domain_options o = fxt::test_options();
+    o.wakeup = false;
+    auto without = fxt::must(fabrix::ofi::domain::create(o), "ofi domain, no wakeup");
+    std::printf("wakeup false: %s\n", without.describe().c_str());
+    FX_CHECK(without.native().wait_fd() < 0);
+    FX_CHECK(without.describe().find("no wait fd") != std::string::npos);
+    FX_CHECK_STATUS(without.wait(std::chrono::milliseconds(20)), status::timed_out);
+  });
+}
+
 // Item 9: queue pairs come and go in a long-lived domain. shm 1.17 holds 256
 // peers in an address vector, and fabrix never removed one, so the 257th
 // connect failed even with only one queue pair open.

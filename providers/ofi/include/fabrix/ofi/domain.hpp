@@ -2,7 +2,9 @@
 // address vector (setup.hpp), the completion ring and the operation pool.
 // Progress is fi_cq_read inside poll()/wait(); wait() sleeps on the CQ's
 // wait fd (fi_trywait, then poll(2)), or in 1 ms slices where the provider
-// has none. The address blob connect() takes is described in address.hpp.
+// has none or domain_options::wakeup is false (the CQ then has no wait
+// object, which tcp;ofi_rxm pays for per completion). The address blob
+// connect() takes is described in address.hpp.
 //
 // Memory registration honours every mode bit the provider reports:
 //   FI_MR_LOCAL      every local buffer is registered and its fi_mr_desc is
@@ -73,6 +75,7 @@ class domain_impl {
     d->info = *info;
     d->hmem = hmem;
     d->source = source;
+    d->wakeup = opts.wakeup;
     std::random_device rd;
     d->nonce = ((static_cast<std::uint64_t>(rd()) << 32) ^ rd()) & ~detail::notify_tag_bit;
     for (auto& b : d->secret) b = static_cast<std::uint8_t>(rd());

@@ -284,11 +284,12 @@ inline result<void> open_objects(domain_state& d) {
   cq.size = std::max<std::size_t>(2 * slots, 1024);
   cq.format = FI_CQ_FORMAT_DATA;
   cq.wait_obj = FI_WAIT_FD;
-  if (fi_cq_open(d.domain, &cq, &d.cq, nullptr) != 0) {
-    cq.wait_obj = FI_WAIT_NONE;  // no fd: wait() sleeps in short slices instead
+  if (d.wakeup && fi_cq_open(d.domain, &cq, &d.cq, nullptr) == 0) {
+    if (fi_control(&d.cq->fid, FI_GETWAIT, &d.wait_fd) != 0) d.wait_fd = -1;
+  } else {
+    // None asked for (domain_options::wakeup), or no fd here: wait() sleeps in short slices.
+    cq.wait_obj = FI_WAIT_NONE;
     if (int ret = fi_cq_open(d.domain, &cq, &d.cq, nullptr); ret != 0) return fail(ret, "fi_cq_open");
-  } else if (fi_control(&d.cq->fid, FI_GETWAIT, &d.wait_fd) != 0) {
-    d.wait_fd = -1;
   }
 
   fi_av_attr av{};

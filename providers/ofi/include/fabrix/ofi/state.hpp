@@ -115,7 +115,8 @@ struct domain_state {
   fid_cq* cq = nullptr;
   fid_av* av = nullptr;
   fid_ep* ep = nullptr;
-  int wait_fd = -1;  // the CQ's FI_WAIT_FD, or -1 (wait() then sleeps in short slices)
+  bool wakeup = true;  // domain_options::wakeup: open the CQ with FI_WAIT_FD where it can
+  int wait_fd = -1;    // the CQ's FI_WAIT_FD, or -1 (wait() then sleeps in short slices)
   std::uint64_t mr_mode = 0;
   bool hmem = false;  // the provider has FI_HMEM: cuda_device memory registers as FI_HMEM_CUDA
   bool manual_progress = true;
