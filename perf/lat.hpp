@@ -35,9 +35,9 @@ class lat_loop {
     // Built once: per iteration only write_with_imm's value changes, so the
     // loop measures posting, not filling ~140-byte descriptors (as a user's
     // hot loop that reuses its operations would).
-    write_op_ = op::write(src_, dst_, 1);
-    imm_op_ = op::write_with_imm(src_, dst_, 0, 1);
-    send_op_ = op::send(src_, 1);
+    message_op_ = st.test == test_kind::write       ? op::write(src_, dst_, 1)
+                  : st.test == test_kind::write_imm ? op::write_with_imm(src_, dst_, 0, 1)
+                                                    : op::send(src_, 1);
     recv_op_ = op::recv(rx_, recv_token);
     read_op_ = op::read(src_, dst_, 1);
     early_.reserve(1);
@@ -80,7 +80,7 @@ class lat_loop {
       if (wait_arrival(i, true)) return i;
       if (st_.test == test_kind::send) post(recv_op_, "recv");
       mark(i);
-      post_reply(i);
+      post_message(static_cast<std::uint32_t>(i));
       last_ = i;
     }
   }
@@ -101,7 +101,7 @@ class lat_loop {
       case test_kind::send:
         if (st_.test == test_kind::send) post(recv_op_, "recv");
         mark(i);
-        post_reply(i);
+        post_message(static_cast<std::uint32_t>(i));
         (void)wait_arrival(i, false);
         break;
       case test_kind::read:
@@ -132,30 +132,17 @@ class lat_loop {
     if (s_.on_device()) s_.push(s_.lay.local + st_.size - 1, 1);
   }
 
-  void post_reply(std::uint64_t i) {
-    switch (st_.test) {
-      case test_kind::write: post(write_op_, "write"); break;
-      case test_kind::write_imm:
-        imm_op_.imm = static_cast<std::uint32_t>(i);
-        post(imm_op_, "write_imm");
-        break;
-      default: post(send_op_, "send"); break;
-    }
+  // Posts this loop's message: a write, a write_with_imm carrying `imm`, or a send.
+  void post_message(std::uint32_t imm) {
+    if (st_.test == test_kind::write_imm) message_op_.imm = imm;
+    post(message_op_, to_string(st_.test).data());
     ++in_flight_;
   }
 
   void send_stop() {
     s_.at(s_.lay.local)[st_.size - 1] = std::byte{stop_marker};
     if (s_.on_device()) s_.push(s_.lay.local + st_.size - 1, 1);
-    switch (st_.test) {
-      case test_kind::write: post(write_op_, "write"); break;
-      case test_kind::write_imm:
-        imm_op_.imm = stop_imm;
-        post(imm_op_, "write_imm");
-        break;
-      default: post(send_op_, "send"); break;
-    }
-    ++in_flight_;
+    post_message(stop_imm);
     while (in_flight_ > 0) poll_once();
   }
 
@@ -245,7 +232,7 @@ class lat_loop {
   const step& st_;
   local_slice src_, rx_;
   remote_slice dst_;
-  operation write_op_, imm_op_, send_op_, recv_op_, read_op_;
+  operation message_op_, recv_op_, read_op_;
   std::uint64_t in_flight_ = 0;
   std::uint64_t last_ = 0;
   std::uint64_t atomic_sum_ = 0;
