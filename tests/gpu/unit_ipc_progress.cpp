@@ -292,3 +292,32 @@ TEST_CASE("cuda_ipc control plane: the peer's domain going away fails the endpoi
   CHECK(detail::post_one(ab, fabrix::op::send(host_slice(out, 8), 2)) == status::peer_unreachable);
   CHECK(detail::fetch_fd(a.d.get(), 22, 1).code() == status::peer_unreachable);
 }
+
+TEST_CASE("cuda_ipc control plane: messages that arrived before the peer went away can still be received") {
+  test_domain a(11);
+  auto b = std::make_unique<test_domain>(22);
+  detail::peer_state& ab = a.connect(*b);
+  detail::peer_state& ba = b->connect(a);
+  b->pump();  // accepts a's connection
+  std::vector<std::byte> in(64), out(64);
+  for (std::uint32_t i = 0; i < 2; ++i) {
+    std::memset(out.data(), static_cast<int>(i + 1), 8);
+    REQUIRE(detail::post_one(ba, fabrix::op::send(host_slice(out, 8), i)) == status::ok);
+  }
+  b.reset();  // b sent, then its sockets closed: the messages are read, then the close
+  a.pump();
+  CHECK(ab.failed);
+  for (std::uint32_t i = 0; i < 2; ++i) {
+    std::memset(in.data(), 0, in.size());
+    REQUIRE(detail::post_one(ab, fabrix::op::recv(host_slice(in, 64), 10 + i)) == status::ok);
+    const auto got = a.drain();
+    REQUIRE(got.size() == 1);
+    CHECK(got[0].token == 10 + i);
+    CHECK(got[0].status == status::ok);
+    CHECK(got[0].bytes == 8);
+    CHECK(first_is(in, 8, std::byte(i + 1)));
+  }
+  // None left: the next recv is refused at once, and nothing waits in the pool.
+  CHECK(detail::post_one(ab, fabrix::op::recv(host_slice(in, 64), 12)) == status::peer_unreachable);
+  CHECK(a.d->recv_ops.in_use() == 0);
+}

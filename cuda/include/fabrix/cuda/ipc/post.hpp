@@ -96,7 +96,9 @@ inline status post_send(peer_state& p, const operation& o, op_options opts) {
 
 inline status post_one(peer_state& p, const operation& o) {
   domain_state& d = *p.dom;
-  if (p.failed) return status::peer_unreachable;
+  // Messages that arrived before the peer went away stay receivable (as
+  // bytes before a FIN): a recv is refused only when none is left.
+  if (p.failed && (o.code != opcode::recv || !has_unexpected(d, p))) return status::peer_unreachable;
   const op_options opts = fabrix::detail::options_of(o, p.defaults);
   if (o.code == opcode::send) return post_send(p, o, opts);
 

@@ -81,6 +81,12 @@ inline void deliver_message(domain_state& d, std::uint64_t nonce, std::span<cons
   d.unexpected.push_back({nonce, std::vector<std::byte>(bytes.begin(), bytes.end())});
 }
 
+// True when a message from `p`'s domain waits for a receive.
+inline bool has_unexpected(const domain_state& d, const peer_state& p) {
+  return std::any_of(d.unexpected.begin(), d.unexpected.end(),
+                     [&](const unexpected_message& m) { return m.nonce == p.nonce; });
+}
+
 // Matches queued unexpected messages from `p`'s domain with its receives.
 inline void match_unexpected(domain_state& d, peer_state& p) {
   for (auto it = d.unexpected.begin(); it != d.unexpected.end() && !p.recvs.empty();) {
