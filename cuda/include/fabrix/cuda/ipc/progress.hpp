@@ -234,10 +234,12 @@ inline void serve_links(domain_state& d, int timeout_ms = 0) {
 }
 
 // Records one event on `p`'s stream after the ops that no event covers yet
-// (the tail of its in-flight list); the last of them owns it. Called by
-// progress, and by a post once `record_every` ops wait, so that completions
-// come in steps of at most that many. Where the record fails, the stream is
-// waited for here and those ops complete with provider_error.
+// (the tail of its in-flight list); the last of them owns it. Called by a
+// post once `record_every` ops wait, so that completions come in steps of at
+// most that many, and by progress once no earlier event is pending (a
+// caller that keeps a window full then pays one record per `record_every`
+// ops, not one per poll). Where the record fails, the stream is waited for
+// here and those ops complete with provider_error.
 inline constexpr std::uint32_t record_every = 16;
 inline void record_events(domain_state& d, peer_state& p) {
   if (p.unrecorded == nullptr) return;
@@ -259,11 +261,13 @@ inline void record_events(domain_state& d, peer_state& p) {
 // One query per event: the ops it covers after the first need none.
 inline void progress_inflight(domain_state& d) {
   for (peer_state* p : d.peers) {
-    record_events(d, *p);
+    // Nothing recorded waits (the list is empty or all unrecorded): record now.
+    if (p->inflight.head == p->unrecorded) record_events(d, *p);
     std::int32_t done_event = no_event;  // an event seen complete, and what it said
     cudaError_t done_error = cudaSuccess;
     while (op_slot* op = p->inflight.head) {
       if (op->st == stage::copying) {
+        if (op->event == no_event) break;  // no event covers it yet: recorded below
         if (op->event != done_event) {
           const cudaError_t e = cudaEventQuery(d.events[static_cast<std::size_t>(op->event)]);
           if (e == cudaErrorNotReady) break;
@@ -289,6 +293,8 @@ inline void progress_inflight(domain_state& d) {
       p->inflight.pop_front();
       finish(d, op);
     }
+    // The recorded ops all finished: cover the rest now, to be seen next poll.
+    if (p->unrecorded != nullptr && p->inflight.head == p->unrecorded) record_events(d, *p);
   }
 }
 
