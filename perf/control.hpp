@@ -59,8 +59,9 @@ class control_channel {
     out.seq = ++sent_;
     out.step = step;
     const std::uint64_t slot = (out.seq & 1) * 64;
-    std::byte* staging = s_.control->data() + 128 + slot;
+    std::byte* staging = s_.control_mem.host() + 128 + slot;
     std::memcpy(staging, &out, sizeof out);
+    if (!s_.control_mem.push(128 + slot, sizeof out)) fail("copy a control message to the device");
     const remote_buffer& peer = s_.peer_control;
     post_or_retry(op::write(s_.control->slice(128 + slot + 8, 56), peer.slice(slot + 8, 56), control_token | 1),
                   on_other);
@@ -69,12 +70,15 @@ class control_channel {
     post_or_retry(op::write(s_.control->slice(128 + slot, 8), peer.slice(slot, 8), control_token | 3), on_other);
 
     const std::uint64_t want = received_ + 1;
-    const std::byte* inbox = s_.control->data() + (want & 1) * 64;
+    const std::size_t inbox_offset = (want & 1) * 64;
+    const std::byte* inbox = s_.control_mem.host() + inbox_offset;
     bool written = false;
     const auto deadline = std::chrono::steady_clock::now() + timeout_;
     const bool may_sleep = !s_.dom.caps().needs_target_progress;
     for (std::uint64_t spin = 0;; ++spin) {
       written |= drain(on_other, control_token | 3);
+      if (written && s_.control_mem.on_device() && !s_.control_mem.pull(inbox_offset, 8))
+        fail("copy a control message from the device");
       if (written && std::atomic_ref<const std::uint64_t>(*reinterpret_cast<const std::uint64_t*>(inbox))
                              .load(std::memory_order_acquire) == want)
         break;
@@ -90,6 +94,7 @@ class control_channel {
              std::to_string(want) + ")");
     }
     received_ = want;
+    if (!s_.control_mem.pull(inbox_offset, 64)) fail("copy a control message from the device");
     control_msg in;
     std::memcpy(&in, inbox, sizeof in);
     if (in.kind != expect || in.step != step)

@@ -6,7 +6,8 @@
 //   rx       receive slots for send/recv, one message size apart
 //   results  one 8-byte word per slot for the atomics' old values
 //
-// The control region is separate and always host memory (see control.hpp).
+// The control region is separate: host memory, or device memory where the
+// provider shares only that (see session.hpp and control.hpp).
 #pragma once
 
 #include <algorithm>

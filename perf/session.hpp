@@ -163,9 +163,18 @@ session<P> open_session(const options& opts, bootstrap boot, const std::vector<s
   }
   s.provider_allocated = allocated;
   s.not_allocated_why = why_not;
+  // The control region is host memory, except where the provider shares only
+  // device memory with peers (cuda_ipc): then it lives beside the data and
+  // the channel copies each message through its host mirror.
   s.control_mem = buffer::allocate({}, control_bytes, err);
   if (!s.control_mem) fail(err);
   auto c = s.dom.register_memory(s.control_mem.data(), control_bytes, memory_location{}, access::remote_write);
+  if (!c && c.code() == status::unsupported && where.kind != memory_kind::host) {
+    s.control_mem = buffer::allocate(where, control_bytes, err);
+    if (!s.control_mem) fail(err);
+    if (!s.control_mem.push(0, control_bytes)) fail("clear the control region on the device");  // inbox seq 0
+    c = s.dom.register_memory(s.control_mem.data(), control_bytes, where, access::remote_write);
+  }
   if (!c) fail("register the control region: " + c.error().describe());
   s.control.emplace(std::move(*c));
 
