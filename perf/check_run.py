@@ -36,6 +36,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ALLOCATES = {"ucx"}
 
 
+def has_static_binding(provider):
+    """Whether fabrix-perf has a static binding for `provider`: the list meson
+    passes (PERF_STATIC_BINDINGS, also in a GPU bundle, which carries no
+    sources), else whether perf/bind_<provider>.cpp exists beside this file."""
+    listed = os.environ.get("PERF_STATIC_BINDINGS")
+    if listed is not None:
+        return provider in listed.split(",")
+    return os.path.exists(os.path.join(HERE, f"bind_{provider}.cpp"))
+
+
 def value(args, name, default=None):
     return args[args.index(name) + 1] if name in args else default
 
@@ -63,7 +73,7 @@ def check_choices(perf, doc, stdout, extra):
     dispatch = value(extra, "--dispatch", "auto")
     if dispatch == "any":
         want = "runtime (fabrix::any_provider)"
-    elif os.path.exists(os.path.join(HERE, f"bind_{provider}.cpp")):
+    elif has_static_binding(provider):
         want = f"static (fabrix::{provider}::provider)"
     else:
         want = "runtime (fabrix::any_provider): no static binding"

@@ -61,6 +61,12 @@ mkdir -p "$(dirname "$out")"
 out=$(cd "$(dirname "$out")" && pwd)/$(basename "$out")
 case "$out" in "$root" | "$build" | / | "$HOME") die "refusing to use $out as the bundle folder" ;; esac
 
+# A meson.build changed since the last build: reconfigure first, so the plan
+# reads today's tests (their commands and environment), not the last ones.
+if [ "$build_mode" = build ]; then
+  nice ninja -C "$build" build.ninja | { grep -v '^ninja: no work to do' || true; }
+fi
+
 plan=$(mktemp -d "${TMPDIR:-/tmp}/fabrix-bundle-plan.XXXXXX")
 trap 'rm -rf "$plan"' EXIT
 python3 "$here/bundle/plan.py" "$build" "$root" "$plan" || die "no plan for $build (see above)"
