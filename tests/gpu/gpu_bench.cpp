@@ -1,8 +1,9 @@
 // Bandwidth sweep: fabrix cuda_ipc writes from one process into another's
 // GPU memory, 4 KiB to 1 GiB, against a same-process cudaMemcpyAsync
 // device-to-device baseline on the same GPU, in the same run. Each size runs
-// `repetitions` times, fabrix and the baseline alternating; the figures are
-// the medians (one run's ratio swung 0.84-1.13 on a shared GPU).
+// `repetitions` times, fabrix and the baseline alternating; each repetition
+// gives one ratio (fabrix / the baseline run beside it), and the figures are
+// medians (one run's ratio swung 0.84-1.13 on a shared GPU).
 //
 //   gpu_bench OUT.json [max_bytes]
 //
@@ -86,8 +87,9 @@ int target(fabrix::bootstrap& boot, std::size_t max_bytes) {
 
 struct row {
   std::size_t bytes, iters;
-  double fabrix_gbps, baseline_gbps, fabrix_us;
-  double fabrix_min, fabrix_max;  // over the repetitions
+  double fabrix_gbps, baseline_gbps, fabrix_us;  // medians
+  double fabrix_min, fabrix_max;                 // over the repetitions
+  double ratio, ratio_min, ratio_max;            // per repetition: median, min, max
 };
 
 constexpr int repetitions = 5;
@@ -140,7 +142,7 @@ int writer(fabrix::bootstrap& boot, std::size_t max_bytes, const char* out_path)
     };
     run(std::min<std::size_t>(iters, 4));  // warm-up (opens the mapping)
     const double bytes = static_cast<double>(size) * static_cast<double>(iters);
-    std::vector<double> fabrix_gbps, baseline_gbps;
+    std::vector<double> fabrix_gbps, baseline_gbps, ratios;
     for (int rep = 0; rep < repetitions; ++rep) {
       const auto start = clk::now();
       run(iters);
@@ -157,16 +159,19 @@ int writer(fabrix::bootstrap& boot, std::size_t max_bytes, const char* out_path)
       float ms = 0;
       cudaEventElapsedTime(&ms, t0, t1);
       baseline_gbps.push_back(bytes / (ms / 1e3) / 1e9);
+      ratios.push_back(fabrix_gbps.back() / baseline_gbps.back());
     }
     const double f = median(fabrix_gbps);
     rows.push_back({size, iters, f, median(baseline_gbps), bytes / (f * 1e9) * 1e6 / static_cast<double>(iters),
                     *std::min_element(fabrix_gbps.begin(), fabrix_gbps.end()),
-                    *std::max_element(fabrix_gbps.begin(), fabrix_gbps.end())});
+                    *std::max_element(fabrix_gbps.begin(), fabrix_gbps.end()), median(ratios),
+                    *std::min_element(ratios.begin(), ratios.end()), *std::max_element(ratios.begin(), ratios.end())});
     const row& r = rows.back();
     std::printf(
-        "%12zu B  x%5zu x%d  fabrix %8.2f GB/s [%.2f-%.2f] (%8.2f us/op)  cudaMemcpy D2D %8.2f GB/s  ratio %.3f\n",
-        size, iters, repetitions, r.fabrix_gbps, r.fabrix_min, r.fabrix_max, r.fabrix_us, r.baseline_gbps,
-        r.fabrix_gbps / r.baseline_gbps);
+        "%12zu B  x%5zu x%d  fabrix %8.2f GB/s [%.2f-%.2f] (%8.2f us/op)  cudaMemcpy D2D %8.2f GB/s  ratio %.3f "
+        "[%.3f-%.3f]\n",
+        size, iters, repetitions, r.fabrix_gbps, r.fabrix_min, r.fabrix_max, r.fabrix_us, r.baseline_gbps, r.ratio,
+        r.ratio_min, r.ratio_max);
   }
 
   // Correctness of what the sweep measured: a known pattern, checked by the target.
@@ -193,9 +198,9 @@ int writer(fabrix::bootstrap& boot, std::size_t max_bytes, const char* out_path)
     std::fprintf(f,
                  "    {\"bytes\": %zu, \"iterations\": %zu, \"fabrix_gbps\": %.3f, \"fabrix_gbps_min\": %.3f, "
                  "\"fabrix_gbps_max\": %.3f, \"fabrix_us_per_op\": %.3f, \"cudamemcpy_d2d_gbps\": %.3f, "
-                 "\"ratio\": %.4f}%s\n",
-                 r.bytes, r.iters, r.fabrix_gbps, r.fabrix_min, r.fabrix_max, r.fabrix_us, r.baseline_gbps,
-                 r.fabrix_gbps / r.baseline_gbps, i + 1 < rows.size() ? "," : "");
+                 "\"ratio\": %.4f, \"ratio_min\": %.4f, \"ratio_max\": %.4f}%s\n",
+                 r.bytes, r.iters, r.fabrix_gbps, r.fabrix_min, r.fabrix_max, r.fabrix_us, r.baseline_gbps, r.ratio,
+                 r.ratio_min, r.ratio_max, i + 1 < rows.size() ? "," : "");
   }
   std::fprintf(f, "  ]\n}\n");
   std::fclose(f);
