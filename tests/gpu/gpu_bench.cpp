@@ -5,7 +5,10 @@
 // gives one ratio (fabrix / the baseline run beside it), and the figures are
 // medians (one run's ratio swung 0.84-1.13 on a shared GPU).
 //
-//   gpu_bench OUT.json [max_bytes]
+//   gpu_bench OUT.json [max_bytes] [window] [min_bytes]
+//
+// window: writes in flight (32); sizes run from min_bytes (4 KiB) up in
+// steps of 4. It also times poll() on the quiet domain before the sweep.
 //
 // Two processes: this one (rank 0, the writer) and a forked child (rank 1,
 // the target), wired through the embedded bootstrap. Neither touches CUDA
@@ -99,7 +102,34 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-int writer(fabrix::bootstrap& boot, std::size_t max_bytes, const char* out_path) {
+struct sweep_options {
+  std::size_t max_bytes = std::size_t{1} << 30;
+  std::size_t window = 32;
+  std::size_t min_bytes = 4096;
+};
+
+// ns per poll() of a domain with nothing in flight and nothing arriving, and
+// how many of those polls read the sockets (the doorbell should make it ~0).
+struct idle_poll {
+  double ns = 0;
+  std::uint64_t socket_reads = 0, polls = 0;
+};
+idle_poll time_idle_poll(fabrix::cuda_ipc::domain& dom) {
+  fabrix::completion buf[64];
+  const auto warm = clk::now() + std::chrono::milliseconds(20);  // the peer's `rings` arrives
+  while (clk::now() < warm) dom.poll(buf);
+  idle_poll r;
+  r.polls = 200000;
+  const auto reads = dom.native().socket_reads();
+  const auto start = clk::now();
+  for (std::uint64_t i = 0; i < r.polls; ++i) dom.poll(buf);
+  r.ns = std::chrono::duration<double, std::nano>(clk::now() - start).count() / static_cast<double>(r.polls);
+  r.socket_reads = dom.native().socket_reads() - reads;
+  return r;
+}
+
+int writer(fabrix::bootstrap& boot, const sweep_options& opt, const char* out_path) {
+  const std::size_t max_bytes = opt.max_bytes;
   auto dom = must(fabrix::cuda_ipc::domain::create({}), "domain");
   auto qps = must(fabrix::connect_all(dom, boot), "connect_all");
   auto src = must(fabrix::cuda::device_buffer::create(max_bytes), "device_buffer");
@@ -118,11 +148,15 @@ int writer(fabrix::bootstrap& boot, std::size_t max_bytes, const char* out_path)
       cudaEventCreate(&t1) != cudaSuccess)
     die("baseline stream/events");
 
+  const idle_poll idle = time_idle_poll(dom);
+  std::printf("idle poll(): %.1f ns, %llu socket reads in %llu polls\n", idle.ns,
+              static_cast<unsigned long long>(idle.socket_reads), static_cast<unsigned long long>(idle.polls));
+
   std::vector<row> rows;
-  for (std::size_t size = 4096; size <= max_bytes; size *= 4) {
+  for (std::size_t size = opt.min_bytes; size <= max_bytes; size *= 4) {
     const std::size_t iters = iterations_for(size);
     // fabrix: up to `window` writes in flight, then wait for all.
-    constexpr std::size_t window = 32;
+    const std::size_t window = opt.window;
     fabrix::completion buf[64];
     auto run = [&](std::size_t n) {
       std::size_t posted = 0, done = 0;
@@ -190,9 +224,12 @@ int writer(fabrix::bootstrap& boot, std::size_t max_bytes, const char* out_path)
   if (!f) die(std::string("cannot write ") + out_path);
   std::fprintf(f, "{\n  \"benchmark\": \"cuda_ipc write bandwidth, 2 processes, 1 GPU\",\n");
   std::fprintf(f,
-               "  \"domain\": \"%s\",\n  \"window\": 32,\n  \"repetitions\": %d,\n  \"figures\": \"medians\",\n"
+               "  \"domain\": \"%s\",\n  \"window\": %zu,\n  \"repetitions\": %d,\n  \"figures\": \"medians\",\n"
+               "  \"idle_poll_ns\": %.1f,\n  \"idle_poll_socket_reads\": %llu,\n  \"idle_polls\": %llu,\n"
                "  \"verified\": %s,\n  \"rows\": [\n",
-               dom.describe().c_str(), repetitions, verified ? "true" : "false");
+               dom.describe().c_str(), opt.window, repetitions, idle.ns,
+               static_cast<unsigned long long>(idle.socket_reads), static_cast<unsigned long long>(idle.polls),
+               verified ? "true" : "false");
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const row& r = rows[i];
     std::fprintf(f,
@@ -211,10 +248,18 @@ int writer(fabrix::bootstrap& boot, std::size_t max_bytes, const char* out_path)
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: gpu_bench OUT.json [max_bytes]\n");
+    std::fprintf(stderr, "usage: gpu_bench OUT.json [max_bytes] [window] [min_bytes]\n");
     return 2;
   }
-  const std::size_t max_bytes = argc > 2 ? std::strtoull(argv[2], nullptr, 0) : std::size_t{1} << 30;
+  sweep_options opt;
+  if (argc > 2) opt.max_bytes = std::strtoull(argv[2], nullptr, 0);
+  if (argc > 3) opt.window = std::strtoull(argv[3], nullptr, 0);
+  if (argc > 4) opt.min_bytes = std::strtoull(argv[4], nullptr, 0);
+  if (opt.window == 0 || opt.min_bytes == 0 || opt.min_bytes > opt.max_bytes || opt.max_bytes < check_bytes) {
+    std::fprintf(stderr, "gpu_bench: need window > 0 and 0 < min_bytes <= max_bytes, max_bytes >= 1 MiB\n");
+    return 2;
+  }
+  const std::size_t max_bytes = opt.max_bytes;
   if (const std::string why = fabrix::cuda::unavailable_reason(); !why.empty()) {
     std::printf("gpu_bench: skipped: %s\n", why.c_str());
     return 77;
@@ -232,7 +277,7 @@ int main(int argc, char** argv) {
   }
   auto boot = root->accept();
   if (!boot) die(boot.error().describe());
-  const int rc = writer(*boot, max_bytes, argv[1]);
+  const int rc = writer(*boot, opt, argv[1]);
   int st = 0;
   ::waitpid(child, &st, 0);
   return rc != 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0 ? 1 : 0;

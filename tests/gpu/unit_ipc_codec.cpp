@@ -139,8 +139,9 @@ TEST_CASE("cuda_ipc packets: each type parses; malformed packets are refused") {
     ipc::encode_header(std::span<std::byte, ipc::packet_header>(hdr.data(), ipc::packet_header), t, a, b);
     return hdr;
   };
-  for (auto t : {ipc::packet_type::hello, ipc::packet_type::notify, ipc::packet_type::fd_request,
-                 ipc::packet_type::fd_reply, ipc::packet_type::release}) {
+  for (auto t :
+       {ipc::packet_type::hello, ipc::packet_type::notify, ipc::packet_type::fd_request, ipc::packet_type::fd_reply,
+        ipc::packet_type::release, ipc::packet_type::bell, ipc::packet_type::rings}) {
     auto p = ipc::parse_packet(make(t, 7, 8));
     REQUIRE(p.has_value());
     CHECK(p->type == t);
@@ -154,7 +155,7 @@ TEST_CASE("cuda_ipc packets: each type parses; malformed packets are refused") {
   auto bad_type = make(ipc::packet_type::hello, 0, 0);
   bad_type[4] = std::byte{0};
   CHECK_FALSE(ipc::parse_packet(bad_type).has_value());
-  bad_type[4] = std::byte{7};
+  bad_type[4] = std::byte{9};  // one past rings, the last type
   CHECK_FALSE(ipc::parse_packet(bad_type).has_value());
   auto padding = make(ipc::packet_type::hello, 0, 0);
   padding[6] = std::byte{1};

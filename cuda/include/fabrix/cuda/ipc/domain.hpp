@@ -107,6 +107,7 @@ class domain_impl {
     auto l = listen_abstract(d->socket_name);
     if (!l) return unexpected(std::move(l).error());
     d->listener = std::move(*l);
+    d->bell = doorbell::create();  // none (memfd or seals unavailable): the sockets are read on every poll
     return domain_impl(std::move(d));
   }
 
@@ -190,11 +191,12 @@ class domain_impl {
   }
 
   // The sockets (notifications, messages, peers' fd requests and releases)
-  // are read on every call while no copies are in flight, and on every 16th
-  // while they are: a poll(2) costs about as much as launching a copy.
+  // are read when a peer rang the doorbell, at least every millisecond, and,
+  // while a peer does not ring, on every call (every 16th while copies are
+  // in flight: a poll(2) costs about as much as launching a copy).
   std::size_t poll(std::span<completion> out) {
     device_guard on(d_->device);
-    if (!detail::any_inflight(*d_) || (++d_->polls_since_links & 15) == 0) detail::serve_links(*d_);
+    if (detail::links_due(*d_, detail::any_inflight(*d_))) detail::serve_links(*d_);
     detail::progress_inflight(*d_);
     return d_->ring.drain(out);
   }
@@ -280,6 +282,8 @@ class domain_impl {
   int device() const noexcept { return d_->device; }
   // Malformed or unexpected packets from peers, dropped.
   std::uint64_t dropped_packets() const noexcept { return d_->dropped_packets; }
+  // How often poll() / wait() have read the sockets (one poll(2) each).
+  std::uint64_t socket_reads() const noexcept { return d_->link_reads; }
   // Peer allocations currently mapped here.
   std::size_t mapped_allocations() const noexcept { return d_->cache.size(); }
 

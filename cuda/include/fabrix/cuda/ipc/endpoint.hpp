@@ -66,9 +66,8 @@ inline void close_endpoint::operator()(std::unique_ptr<peer_state>&& owned) cons
     if (op->st == detail::stage::copying && e != cudaSuccess) op->c.status = status::provider_error;
     if (op->c.op == opcode::write_with_imm && op->c.status == status::ok)
       op->c.status = p.failed ? status::peer_unreachable
-                     : send_packet(p.out->fd.get(), packet_type::notify, op->c.imm, op->c.bytes) == status::ok
-                         ? status::ok
-                         : status::canceled;
+                     : send_on(*p.out, packet_type::notify, op->c.imm, op->c.bytes) == status::ok ? status::ok
+                                                                                                  : status::canceled;
     detail::finish(d, op);
   }
   while (detail::op_slot* r = p.recvs.pop_front()) {

@@ -83,7 +83,7 @@ inline status post_send(peer_state& p, const operation& o, op_options opts) {
       return to_status(e);
     bytes = std::span<const std::byte>(d.tx.data(), src.length);
   }
-  const status s = send_packet(p.out->fd.get(), packet_type::message, 0, 0, bytes);
+  const status s = send_on(*p.out, packet_type::message, 0, 0, bytes);
   if (s == status::peer_unreachable) fail_peer(p, "sending a message failed: the peer's domain is gone");
   if (s != status::ok) return s;
   if (has(opts, op_options::unsignaled))

@@ -119,7 +119,7 @@ inline void release_region(domain_state& d, std::uint64_t nonce, std::uint64_t e
 inline status send_control(link& l, packet_type t, std::uint64_t a, std::uint64_t b, int pass_fd = -1) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   for (;;) {
-    const status s = send_packet(l.fd.get(), t, a, b, {}, pass_fd);
+    const status s = send_on(l, t, a, b, {}, pass_fd);
     if (s != status::again || std::chrono::steady_clock::now() > deadline) return s;
     pollfd p{l.fd.get(), POLLOUT, 0};
     ::poll(&p, 1, 10);
@@ -153,9 +153,21 @@ inline void handle_packet(domain_state& d, link& l, const packet& pk, unique_fd&
       if (l.nonce == 0 && !l.outgoing && pk.a != 0 && pk.b == hello_proof(d.secret, pk.a)) {
         l.nonce = pk.a;
         l.seq = d.hellos_from[l.nonce]++;
+        if (d.bell) (void)send_control(l, packet_type::bell, 0, 0, d.bell.fd());  // lost: the link stays unrung
         return;
       }
       break;
+    case packet_type::bell:  // the domain we connected to hands us its doorbell
+      if (l.outgoing && !l.peer_bell && passed) {
+        l.peer_bell = doorbell::map(passed.get());
+        if (l.peer_bell) (void)send_control(l, packet_type::rings, 0, 0);  // rings it too, after the packet
+        return;
+      }
+      break;
+    case packet_type::rings:
+      if (l.nonce == 0 || l.outgoing) break;
+      l.rings = true;
+      return;
     case packet_type::notify: {
       if (l.nonce == 0) break;
       const peer_state* p = peer_of(d, l);
@@ -192,12 +204,16 @@ inline void handle_packet(domain_state& d, link& l, const packet& pk, unique_fd&
   ++d.dropped_packets;
 }
 
-// Reads what is waiting on one link (bounded, so one chatty peer cannot starve the rest).
-inline void read_link(domain_state& d, link& l) {
+// Reads what is waiting on one link (bounded, so one chatty peer cannot
+// starve the rest). False when the budget ran out before the link did.
+inline bool read_link(domain_state& d, link& l) {
   for (int budget = 0; budget < 64 && !l.closed; ++budget) {
     received r = receive_packet(l.fd.get(), d.rx);
-    if (r.kind == received::nothing) return;
-    if (r.kind != received::packet_ready) return on_link_closed(d, l);
+    if (r.kind == received::nothing) return true;
+    if (r.kind != received::packet_ready) {
+      on_link_closed(d, l);
+      return true;
+    }
     auto pk = r.truncated ? result<packet>(unexpected(status::invalid_argument, "truncated"))
                           : parse_packet(std::span<const std::byte>(d.rx.data(), r.size));
     if (!pk) {
@@ -206,6 +222,7 @@ inline void read_link(domain_state& d, link& l) {
     }
     handle_packet(d, l, *pk, r.fd);
   }
+  return l.closed;
 }
 
 inline void accept_links(domain_state& d) {
@@ -218,19 +235,42 @@ inline void accept_links(domain_state& d) {
   }
 }
 
+// Whether some link does not ring our doorbell: a live inbound link whose
+// peer has not said `rings` (just accepted, or a peer without the bell).
+inline bool has_unrung_link(const domain_state& d) noexcept {
+  return !d.bell || std::any_of(d.links.begin(), d.links.end(),
+                                [](const std::unique_ptr<link>& l) { return !l->outgoing && !l->closed && !l->rings; });
+}
+
 // One poll(2) over the listener and every link, then reads what is ready.
 // `timeout_ms` 0 never blocks. Closed inbound links are dropped here.
+inline constexpr auto sweep_every = std::chrono::milliseconds(1);
 inline void serve_links(domain_state& d, int timeout_ms = 0) {
+  // Read first: a ring after this point is seen by the next links_due.
+  d.bell_seen = d.bell.count();
+  d.next_sweep = std::chrono::steady_clock::now() + sweep_every;
+  ++d.link_reads;
   std::erase_if(d.links, [](const std::unique_ptr<link>& l) { return l->closed && !l->outgoing; });
   d.pfds.clear();
   d.pfds.push_back({d.listener.get(), POLLIN, 0});
   for (auto& l : d.links) d.pfds.push_back({l->closed ? -1 : l->fd.get(), POLLIN, 0});
-  if (::poll(d.pfds.data(), d.pfds.size(), timeout_ms) <= 0) return;
-  const bool incoming = d.pfds[0].revents != 0;
-  const std::size_t n = d.links.size();  // links accepted below are read next time
-  for (std::size_t i = 0; i < n; ++i)
-    if (d.pfds[i + 1].revents) read_link(d, *d.links[i]);
-  if (incoming) accept_links(d);
+  bool left_over = false;  // a link still has packets after its read budget
+  if (::poll(d.pfds.data(), d.pfds.size(), timeout_ms) > 0) {
+    const bool incoming = d.pfds[0].revents != 0;
+    const std::size_t n = d.links.size();  // links accepted below are read next time
+    for (std::size_t i = 0; i < n; ++i)
+      if (d.pfds[i + 1].revents && !read_link(d, *d.links[i])) left_over = true;
+    if (incoming) accept_links(d);
+  }
+  d.serve_every_poll = left_over || has_unrung_link(d);
+}
+
+// Whether poll() reads the sockets now (domain_state says when). Costs no
+// system call while every link rings and nothing arrived.
+inline bool links_due(domain_state& d, bool copies_in_flight) {
+  if (d.bell.count() != d.bell_seen) return true;
+  if (d.serve_every_poll) return !copies_in_flight || (++d.polls_since_links & 15) == 0;
+  return std::chrono::steady_clock::now() >= d.next_sweep;
 }
 
 // Records one event on `p`'s stream after the ops that no event covers yet
@@ -282,8 +322,8 @@ inline void progress_inflight(domain_state& d) {
         if (op->c.op == opcode::write_with_imm && op->c.status == status::ok) op->st = stage::notifying;
       }
       if (op->st == stage::notifying) {
-        const status s = p->failed ? status::peer_unreachable
-                                   : send_packet(p->out->fd.get(), packet_type::notify, op->c.imm, op->c.bytes);
+        const status s =
+            p->failed ? status::peer_unreachable : send_on(*p->out, packet_type::notify, op->c.imm, op->c.bytes);
         if (s == status::again) break;  // retried on the next poll
         if (s != status::ok) {
           op->c.status = status::peer_unreachable;

@@ -46,7 +46,7 @@ class region_impl {
     if (exported_) {
       std::erase_if(d_->exports, [&](const detail::vmm_export& e) { return e.id == rb_.epoch; });
       for (auto& l : d_->links)
-        if (!l->closed) (void)send_packet(l->fd.get(), packet_type::release, rb_.epoch, 0);
+        if (!l->closed) (void)detail::send_on(*l, packet_type::release, rb_.epoch, 0);
     }
     if (host_registered_) {
       device_guard on(d_->device);

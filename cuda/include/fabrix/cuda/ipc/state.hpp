@@ -4,6 +4,7 @@
 #pragma once
 
 #include <fabrix/completion.hpp>
+#include <fabrix/cuda/ipc/doorbell.hpp>
 #include <fabrix/cuda/ipc/mapping_cache.hpp>
 #include <fabrix/cuda/ipc/opener.hpp>
 #include <fabrix/cuda/ipc/socket.hpp>
@@ -20,6 +21,7 @@
 #include <cuda_runtime_api.h>
 #include <poll.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -65,6 +67,10 @@ struct link {
   std::uint64_t nonce = 0;  // the peer domain (inbound: from its hello)
   bool outgoing = false;
   bool closed = false;
+  // Outgoing: the peer domain's doorbell once it has sent it; send_on rings
+  // it after every packet. Inbound: `rings` says the peer does that with ours.
+  doorbell peer_bell;
+  bool rings = false;
   // Inbound: which of that domain's connect()s to us this is (0, 1, ...,
   // from the order of their hellos). Its notifications name our queue pair
   // with the same number among ours to that domain (the k-th connect() pairs
@@ -126,8 +132,18 @@ struct domain_state {
   std::vector<std::byte> tx = std::vector<std::byte>(max_message);  // device -> host bounce for send
   std::vector<pollfd> pfds;                                         // reused by poll() / wait()
   std::uint64_t dropped_packets = 0;                                // malformed or unexpected peer packets
-  std::uint32_t polls_since_links = 0;  // poll(): the sockets are looked at every 16th call while copies run
-  std::uint64_t fetch_proof = 0;        // the seal of the region whose VMM fd fetch_fd asks for
+  // When poll() reads the sockets (links_due): when our doorbell moved since
+  // the last read; on every call (every 16th while copies run) while a link
+  // does not ring it or a read stopped at its budget; and at least every
+  // sweep_every, for accepts, closed connections and the packets peers send
+  // back on our own connections, none of which ring.
+  doorbell bell;
+  std::uint64_t bell_seen = 0;
+  bool serve_every_poll = true;
+  std::chrono::steady_clock::time_point next_sweep{};
+  std::uint32_t polls_since_links = 0;
+  std::uint64_t link_reads = 0;   // serve_links calls (each one poll(2)), for tests and counters
+  std::uint64_t fetch_proof = 0;  // the seal of the region whose VMM fd fetch_fd asks for
   std::unordered_map<std::uint64_t, std::uint32_t> connects_to;  // peer nonce -> our connect()s to it so far
   std::unordered_map<std::uint64_t, std::uint32_t> hellos_from;  // peer nonce -> its connect()s to us so far
 
@@ -153,6 +169,14 @@ struct domain_state {
   std::size_t slot_index(const op_slot* op) const noexcept { return static_cast<std::size_t>(op - ops_begin()); }
   const op_slot* ops_begin() const noexcept { return const_cast<domain_state*>(this)->ops.begin(); }
 };
+
+// Sends one packet on `l` and, when we hold that domain's doorbell, rings it.
+inline status send_on(link& l, packet_type t, std::uint64_t a, std::uint64_t b, std::span<const std::byte> payload = {},
+                      int pass_fd = -1) noexcept {
+  const status s = send_packet(l.fd.get(), t, a, b, payload, pass_fd);
+  if (s == status::ok) l.peer_bell.ring();
+  return s;
+}
 
 struct peer_state {
   domain_state* dom = nullptr;

@@ -12,6 +12,10 @@
 //               (the seal proves the asker was given that region)
 //   fd_reply    a = export id, b = 0 or errno   the fd rides along as SCM_RIGHTS
 //   release     a = region epoch                the sender deregistered that region
+//   bell        the receiver's doorbell fd rides along as SCM_RIGHTS
+//               (doorbell.hpp); sent once, in answer to a valid hello
+//   rings       the sender has mapped the doorbell and rings it after every
+//               packet it sends on this connection from now on
 #pragma once
 
 #include <fabrix/detail/little_endian.hpp>
@@ -25,7 +29,7 @@
 
 namespace fabrix::cuda::ipc {
 
-enum class packet_type : std::uint8_t { hello = 1, notify, message, fd_request, fd_reply, release };
+enum class packet_type : std::uint8_t { hello = 1, notify, message, fd_request, fd_reply, release, bell, rings };
 
 inline constexpr std::size_t packet_header = 24;
 inline constexpr std::size_t max_message = 64 * 1024;  // largest send()
@@ -70,7 +74,7 @@ inline result<packet> parse_packet(std::span<const std::byte> bytes) {
   p.b = r.get<std::uint64_t>();
   p.payload = bytes.subspan(packet_header);
   if (pad1 != 0 || pad2 != 0) return bad("cuda_ipc packet with nonzero padding");
-  if (type < static_cast<std::uint8_t>(packet_type::hello) || type > static_cast<std::uint8_t>(packet_type::release))
+  if (type < static_cast<std::uint8_t>(packet_type::hello) || type > static_cast<std::uint8_t>(packet_type::rings))
     return bad("unknown cuda_ipc packet type");
   p.type = static_cast<packet_type>(type);
   if (p.type == packet_type::message) {
