@@ -3,7 +3,10 @@
 // device-to-device baseline on the same GPU, in the same run. Each size runs
 // `repetitions` times, fabrix and the baseline alternating; each repetition
 // gives one ratio (fabrix / the baseline run beside it), and the figures are
-// medians (one run's ratio swung 0.84-1.13 on a shared GPU).
+// medians (one run's ratio swung 0.84-1.13 on a shared GPU). A second
+// baseline is raw CUDA IPC: a bare cudaMemcpyAsync loop into a buffer of the
+// target opened with cudaIpcOpenMemHandle, timed like fabrix (wall clock):
+// what fabrix adds over the raw stack.
 //
 //   gpu_bench OUT.json [max_bytes] [window] [min_bytes]
 //
@@ -17,6 +20,7 @@
 #include <fabrix/cuda_ipc.hpp>
 #include <fabrix/fabrix.hpp>
 
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -75,6 +79,13 @@ int target(fabrix::bootstrap& boot, std::size_t max_bytes) {
   auto buf = must(fabrix::cuda::device_buffer::create(max_bytes), "device_buffer");
   auto mr = must(dom.register_memory(buf.data(), buf.size(), buf.location(), acc::remote_write), "register");
   must(fabrix::exchange(boot, mr.remote()), "exchange");
+  // A second buffer, shared by a bare CUDA IPC handle: the raw baseline's target.
+  auto raw = must(fabrix::cuda::device_buffer::create(max_bytes), "device_buffer (raw IPC)");
+  cudaIpcMemHandle_t h;
+  if (cudaIpcGetMemHandle(&h, raw.data()) != cudaSuccess) die("cudaIpcGetMemHandle");
+  std::vector<std::byte> handle(sizeof(h));
+  std::memcpy(handle.data(), &h, sizeof(h));
+  must(boot.allgather(handle), "allgather IPC handle");
   wait_for(dom,
            [](const fabrix::completion& c) { return c.op == fabrix::opcode::remote_write_imm && c.imm == check_imm; });
   std::vector<std::byte> host(check_bytes);
@@ -90,9 +101,10 @@ int target(fabrix::bootstrap& boot, std::size_t max_bytes) {
 
 struct row {
   std::size_t bytes, iters;
-  double fabrix_gbps, baseline_gbps, fabrix_us;  // medians
-  double fabrix_min, fabrix_max;                 // over the repetitions
-  double ratio, ratio_min, ratio_max;            // per repetition: median, min, max
+  double fabrix_gbps, baseline_gbps, fabrix_us;              // medians
+  double fabrix_min, fabrix_max;                             // over the repetitions
+  double ratio, ratio_min, ratio_max;                        // per repetition: median, min, max
+  double raw_gbps, raw_ratio, raw_ratio_min, raw_ratio_max;  // against raw CUDA IPC, the same way
 };
 
 constexpr int repetitions = 5;
@@ -128,6 +140,102 @@ idle_poll time_idle_poll(fabrix::cuda_ipc::domain& dom) {
   return r;
 }
 
+// Diagnostics (GPU_BENCH_COSTS=1): the host time of the calls a cuda_ipc
+// post and poll make, next to a bare cudaMemcpyAsync, in ns per call.
+template <class QP, class MR>
+void print_post_costs(fabrix::cuda_ipc::domain& dom, QP& qp, MR& mr, const fabrix::remote_buffer& remote, void* raw_dst,
+                      void* src, cudaStream_t stream) {
+  constexpr int n = 20000, batch = 100;
+  auto ns_per = [](auto start, int count) {
+    return std::chrono::duration<double, std::nano>(clk::now() - start).count() / count;
+  };
+  int dev = 0;
+  auto t = clk::now();
+  for (int i = 0; i < n; ++i) cudaGetDevice(&dev);
+  const double get_device = ns_per(t, n);
+  cudaEvent_t ev;
+  cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+  t = clk::now();
+  for (int i = 0; i < n; ++i) cudaEventRecord(ev, stream);
+  const double record = ns_per(t, n);
+  cudaStreamSynchronize(stream);
+  t = clk::now();
+  for (int i = 0; i < n; ++i) (void)cudaEventQuery(ev);
+  const double query = ns_per(t, n);
+  cudaEventDestroy(ev);
+  // Other ways to enqueue the same copy: the kind named, the driver call
+  // without the runtime, and (CUDA 12.8+) one batch call for 16 copies.
+  auto per_copy = [&](auto&& enqueue, int copies_per_call) {
+    double sum = 0;
+    for (int round = 0; round < 20; ++round) {
+      const auto t0 = clk::now();
+      for (int i = 0; i < batch / copies_per_call; ++i) enqueue();
+      sum += ns_per(t0, batch) / 20;
+      cudaStreamSynchronize(stream);
+    }
+    return sum;
+  };
+  const double kind_named = per_copy([&] { cudaMemcpyAsync(raw_dst, src, 4096, cudaMemcpyDeviceToDevice, stream); }, 1);
+  using cu_copy_fn = CUresult (*)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  double driver_call = -1;
+  if (cudaGetDriverEntryPointByVersion("cuMemcpyAsync", &fn, 12000, cudaEnableDefault, &found) == cudaSuccess &&
+      fn != nullptr) {
+    auto cu_copy = reinterpret_cast<cu_copy_fn>(fn);
+    driver_call = per_copy(
+        [&] {
+          cu_copy(reinterpret_cast<CUdeviceptr>(raw_dst), reinterpret_cast<CUdeviceptr>(src), 4096,
+                  reinterpret_cast<CUstream>(stream));
+        },
+        1);
+  }
+  double batched = -1;
+#if CUDART_VERSION >= 13000
+  {
+    void* dsts[16];
+    const void* srcs[16];
+    std::size_t sizes[16];
+    for (int i = 0; i < 16; ++i) dsts[i] = raw_dst, srcs[i] = src, sizes[i] = 4096;
+    cudaMemcpyAttributes attr{};
+    attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+    std::size_t attr_idx = 0;
+    if (cudaMemcpyBatchAsync(dsts, srcs, sizes, 16, &attr, &attr_idx, 1, stream) == cudaSuccess)
+      batched = per_copy([&] { cudaMemcpyBatchAsync(dsts, srcs, sizes, 16, &attr, &attr_idx, 1, stream); }, 16);
+    else
+      (void)cudaGetLastError();
+    cudaStreamSynchronize(stream);
+  }
+#endif
+  std::printf(
+      "enqueue alternatives (ns/copy): DeviceToDevice named %.0f, driver cuMemcpyAsync %.0f, "
+      "cudaMemcpyBatchAsync x16 %.0f\n",
+      kind_named, driver_call, batched);
+
+  fabrix::completion buf[128];
+  double raw_enqueue = 0, fabrix_post = 0, fabrix_drain_polls = 0;
+  for (int round = 0; round < 20; ++round) {
+    t = clk::now();
+    for (int i = 0; i < batch; ++i) cudaMemcpyAsync(raw_dst, src, 4096, cudaMemcpyDefault, stream);
+    raw_enqueue += ns_per(t, batch) / 20;
+    cudaStreamSynchronize(stream);
+    t = clk::now();
+    for (int i = 0; i < batch; ++i)
+      if (qp.write(mr.slice(0, 4096), remote.slice(0, 4096), i) != status::ok) die("write (costs)");
+    fabrix_post += ns_per(t, batch) / 20;
+    int done = 0, polls = 0;
+    while (done < batch) {
+      done += static_cast<int>(dom.poll(buf));
+      ++polls;
+    }
+    fabrix_drain_polls += static_cast<double>(polls) / 20;
+  }
+  std::printf(
+      "host costs (ns/call): cudaGetDevice %.0f, cudaEventRecord %.0f, cudaEventQuery (done) %.0f, "
+      "cudaMemcpyAsync 4 KiB to the peer %.0f, fabrix write 4 KiB post %.0f (polls to drain %d: %.0f)\n",
+      get_device, record, query, raw_enqueue, fabrix_post, batch, fabrix_drain_polls);
+}
+
 int writer(fabrix::bootstrap& boot, const sweep_options& opt, const char* out_path) {
   const std::size_t max_bytes = opt.max_bytes;
   auto dom = must(fabrix::cuda_ipc::domain::create({}), "domain");
@@ -141,6 +249,11 @@ int writer(fabrix::bootstrap& boot, const sweep_options& opt, const char* out_pa
   auto peers = must(fabrix::exchange(boot, dmr.remote()), "exchange");
   const fabrix::remote_buffer& remote = peers[1];
   auto& qp = qps[1];
+  auto handles = must(boot.allgather(std::vector<std::byte>(sizeof(cudaIpcMemHandle_t))), "allgather IPC handle");
+  cudaIpcMemHandle_t h;
+  std::memcpy(&h, handles[1].data(), sizeof(h));
+  void* raw_dst = nullptr;
+  if (cudaIpcOpenMemHandle(&raw_dst, h, cudaIpcMemLazyEnablePeerAccess) != cudaSuccess) die("cudaIpcOpenMemHandle");
 
   cudaStream_t stream;
   cudaEvent_t t0, t1;
@@ -151,6 +264,8 @@ int writer(fabrix::bootstrap& boot, const sweep_options& opt, const char* out_pa
   const idle_poll idle = time_idle_poll(dom);
   std::printf("idle poll(): %.1f ns, %llu socket reads in %llu polls\n", idle.ns,
               static_cast<unsigned long long>(idle.socket_reads), static_cast<unsigned long long>(idle.polls));
+
+  if (std::getenv("GPU_BENCH_COSTS")) print_post_costs(dom, qp, mr, remote, raw_dst, src.data(), stream);
 
   std::vector<row> rows;
   for (std::size_t size = opt.min_bytes; size <= max_bytes; size *= 4) {
@@ -175,8 +290,10 @@ int writer(fabrix::bootstrap& boot, const sweep_options& opt, const char* out_pa
       }
     };
     run(std::min<std::size_t>(iters, 4));  // warm-up (opens the mapping)
+    cudaMemcpyAsync(raw_dst, src.data(), size, cudaMemcpyDefault, stream);
+    if (cudaStreamSynchronize(stream) != cudaSuccess) die("raw IPC warm-up copy failed");
     const double bytes = static_cast<double>(size) * static_cast<double>(iters);
-    std::vector<double> fabrix_gbps, baseline_gbps, ratios;
+    std::vector<double> fabrix_gbps, baseline_gbps, ratios, raw_gbps, raw_ratios;
     for (int rep = 0; rep < repetitions; ++rep) {
       const auto start = clk::now();
       run(iters);
@@ -194,19 +311,31 @@ int writer(fabrix::bootstrap& boot, const sweep_options& opt, const char* out_pa
       cudaEventElapsedTime(&ms, t0, t1);
       baseline_gbps.push_back(bytes / (ms / 1e3) / 1e9);
       ratios.push_back(fabrix_gbps.back() / baseline_gbps.back());
+
+      // Raw CUDA IPC: the same copies into the peer's memory by a bare loop
+      // on one stream, timed like fabrix (wall clock, to the last copy done).
+      const auto raw_start = clk::now();
+      for (std::size_t i = 0; i < iters; ++i) cudaMemcpyAsync(raw_dst, src.data(), size, cudaMemcpyDefault, stream);
+      if (cudaStreamSynchronize(stream) != cudaSuccess) die("raw IPC copy failed");
+      raw_gbps.push_back(bytes / std::chrono::duration<double>(clk::now() - raw_start).count() / 1e9);
+      raw_ratios.push_back(fabrix_gbps.back() / raw_gbps.back());
     }
     const double f = median(fabrix_gbps);
     rows.push_back({size, iters, f, median(baseline_gbps), bytes / (f * 1e9) * 1e6 / static_cast<double>(iters),
                     *std::min_element(fabrix_gbps.begin(), fabrix_gbps.end()),
                     *std::max_element(fabrix_gbps.begin(), fabrix_gbps.end()), median(ratios),
-                    *std::min_element(ratios.begin(), ratios.end()), *std::max_element(ratios.begin(), ratios.end())});
+                    *std::min_element(ratios.begin(), ratios.end()), *std::max_element(ratios.begin(), ratios.end()),
+                    median(raw_gbps), median(raw_ratios), *std::min_element(raw_ratios.begin(), raw_ratios.end()),
+                    *std::max_element(raw_ratios.begin(), raw_ratios.end())});
     const row& r = rows.back();
     std::printf(
         "%12zu B  x%5zu x%d  fabrix %8.2f GB/s [%.2f-%.2f] (%8.2f us/op)  cudaMemcpy D2D %8.2f GB/s  ratio %.3f "
-        "[%.3f-%.3f]\n",
+        "[%.3f-%.3f]  raw IPC %8.2f GB/s  ratio %.3f [%.3f-%.3f]\n",
         size, iters, repetitions, r.fabrix_gbps, r.fabrix_min, r.fabrix_max, r.fabrix_us, r.baseline_gbps, r.ratio,
-        r.ratio_min, r.ratio_max);
+        r.ratio_min, r.ratio_max, r.raw_gbps, r.raw_ratio, r.raw_ratio_min, r.raw_ratio_max);
   }
+
+  cudaIpcCloseMemHandle(raw_dst);  // before done_imm lets the target free it
 
   // Correctness of what the sweep measured: a known pattern, checked by the target.
   std::vector<std::byte> host(check_bytes);
@@ -235,9 +364,11 @@ int writer(fabrix::bootstrap& boot, const sweep_options& opt, const char* out_pa
     std::fprintf(f,
                  "    {\"bytes\": %zu, \"iterations\": %zu, \"fabrix_gbps\": %.3f, \"fabrix_gbps_min\": %.3f, "
                  "\"fabrix_gbps_max\": %.3f, \"fabrix_us_per_op\": %.3f, \"cudamemcpy_d2d_gbps\": %.3f, "
-                 "\"ratio\": %.4f, \"ratio_min\": %.4f, \"ratio_max\": %.4f}%s\n",
+                 "\"ratio\": %.4f, \"ratio_min\": %.4f, \"ratio_max\": %.4f, \"raw_ipc_gbps\": %.3f, "
+                 "\"ratio_raw_ipc\": %.4f, \"ratio_raw_ipc_min\": %.4f, \"ratio_raw_ipc_max\": %.4f}%s\n",
                  r.bytes, r.iters, r.fabrix_gbps, r.fabrix_min, r.fabrix_max, r.fabrix_us, r.baseline_gbps, r.ratio,
-                 r.ratio_min, r.ratio_max, i + 1 < rows.size() ? "," : "");
+                 r.ratio_min, r.ratio_max, r.raw_gbps, r.raw_ratio, r.raw_ratio_min, r.raw_ratio_max,
+                 i + 1 < rows.size() ? "," : "");
   }
   std::fprintf(f, "  ]\n}\n");
   std::fclose(f);

@@ -112,6 +112,30 @@ TEST_CASE("gpu: write then read back between processes, 1 B to 64 MiB, cudaMallo
   });
 }
 
+// cuda_ipc enqueues copies through the driver (cuMemcpyAsync), which needs
+// a current context; a thread that never called CUDA has none until the
+// runtime makes one. Its posts must still move the bytes.
+TEST_CASE("gpu: writes and reads posted from a thread that never called CUDA") {
+  ranks(2, [](env_t& env) {
+    const std::size_t size = (1 << 20) + 5;
+    auto target = gpu_reg(env, size, allocation::legacy);
+    auto src = gpu_reg(env, size, allocation::legacy, acc::local);
+    auto back = gpu_reg(env, size, allocation::legacy, acc::local);
+    auto peers = env.share(target.mr);
+    if (env.rank == 0) {
+      fill_device(src.buf, 0, size, 77);
+      std::thread fresh([&] {
+        env.complete_ok(env.qps[1].write(src.mr.slice(0, size), peers[1].slice(0, size), 1), 1);
+        env.complete_ok(env.qps[1].read(back.mr.slice(0, size), peers[1].slice(0, size), 2), 2);
+      });
+      fresh.join();
+      const auto got = to_host(back.buf, 0, size);
+      FX_CHECK(fxt::first_mismatch(got.data(), size, 77) == size);
+    }
+    FX_CHECK(env.boot.barrier().has_value());  // the target outlives the copies
+  });
+}
+
 TEST_CASE("gpu: write_with_imm's notification never arrives before its data; scatter-gather from host and device") {
   ranks(2, [](env_t& env) {
     constexpr std::uint32_t rounds = 32;

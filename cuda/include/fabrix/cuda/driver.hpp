@@ -35,6 +35,7 @@ struct driver_api {
   decltype(&::cuMemMap) mem_map = nullptr;
   decltype(&::cuMemUnmap) mem_unmap = nullptr;
   decltype(&::cuMemSetAccess) mem_set_access = nullptr;
+  decltype(&::cuMemcpyAsync) memcpy_async = nullptr;
 };
 
 namespace detail {
@@ -85,6 +86,7 @@ struct driver_load {
     load_symbol("cuMemMap", api.mem_map, v, missing);
     load_symbol("cuMemUnmap", api.mem_unmap, v, missing);
     load_symbol("cuMemSetAccess", api.mem_set_access, v, missing);
+    load_symbol("cuMemcpyAsync", api.memcpy_async, v, missing);
   }
 };
 

@@ -34,15 +34,18 @@ inline unexpected cuda_fail(cudaError_t e, const std::string& what, const char* 
 }
 
 // Makes `device` current until destruction, then restores the previous one.
+// One cudaGetDevice when `device` is already current (every post and poll
+// of a provider takes one of these).
 class device_guard {
  public:
   explicit device_guard(int device) noexcept {
-    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
-    if (previous_ != device) cudaSetDevice(device);
+    int now = -1;
+    if (cudaGetDevice(&now) == cudaSuccess && now == device) return;  // nothing to restore
+    previous_ = now;
+    cudaSetDevice(device);
   }
   ~device_guard() {
-    int now = -1;
-    if (previous_ >= 0 && cudaGetDevice(&now) == cudaSuccess && now != previous_) cudaSetDevice(previous_);
+    if (previous_ >= 0) cudaSetDevice(previous_);
   }
   device_guard(const device_guard&) = delete;
   device_guard& operator=(const device_guard&) = delete;

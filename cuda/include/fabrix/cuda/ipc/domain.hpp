@@ -87,9 +87,11 @@ class domain_impl {
                         "no CUDA device " + std::to_string(device) + " (" + std::to_string(count) + " present)",
                         "cuda_ipc");
     device_guard on(device);  // first, so CUDA initializes on this device only
-    if (auto drv = driver(); !drv) return unexpected(std::move(drv).error());
+    auto drv = driver();
+    if (!drv) return unexpected(std::move(drv).error());
 
     auto d = std::make_unique<detail::domain_state>(device, opts.max_outstanding, opts.max_posted_recvs);
+    d->memcpy_async = (*drv)->memcpy_async;
     if (cudaError_t e =
             cudaMalloc(reinterpret_cast<void**>(&d->atomic_scratch), opts.max_outstanding * sizeof(unsigned long long));
         e != cudaSuccess)

@@ -18,6 +18,7 @@
 #include <fabrix/operation.hpp>
 #include <fabrix/remote_buffer.hpp>
 
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <poll.h>
 
@@ -118,10 +119,11 @@ struct domain_state {
   std::string host;
   unique_fd listener;
   fabrix::detail::completion_ring ring;
-  fabrix::detail::slot_pool<op_slot> ops;        // every operation but recv (max_outstanding)
-  fabrix::detail::slot_pool<op_slot> recv_ops;   // posted recv()s (domain_options::max_posted_recvs)
-  std::vector<cudaEvent_t> events;               // per op slot, created on the slot's first use
-  unsigned long long* atomic_scratch = nullptr;  // device: one old value per op slot
+  decltype(&::cuMemcpyAsync) memcpy_async = nullptr;  // the driver's (copy_async); nullptr: the runtime's
+  fabrix::detail::slot_pool<op_slot> ops;             // every operation but recv (max_outstanding)
+  fabrix::detail::slot_pool<op_slot> recv_ops;        // posted recv()s (domain_options::max_posted_recvs)
+  std::vector<cudaEvent_t> events;                    // per op slot, created on the slot's first use
+  unsigned long long* atomic_scratch = nullptr;       // device: one old value per op slot
   std::vector<std::unique_ptr<link>> links;
   std::vector<peer_state*> peers;
   std::vector<unexpected_message> unexpected;  // bounded by max_unexpected
