@@ -21,7 +21,7 @@ namespace {
 
 using fxc::reduce_op;
 
-constexpr reduce_op all_ops[] = {reduce_op::sum, reduce_op::min, reduce_op::max};
+constexpr reduce_op zero_copy_ops[] = {reduce_op::sum, reduce_op::min, reduce_op::max};
 
 // Chunks just large enough for the output message; zero copy at any size.
 fabrix::coll::options zero_copy_chunks() {
@@ -46,7 +46,7 @@ void registered_sizes(fxc::comm_t& comm, int rank, int n, std::span<const std::s
   std::uint64_t salt = 300;
   int round = 0;
   for (const std::size_t count : sizes) {
-    for (const reduce_op op : all_ops) {
+    for (const reduce_op op : zero_copy_ops) {
       ++salt;
       ++round;
       const int mode = mode_of(rank, round);

@@ -15,14 +15,14 @@ using fabrix::op_options;
 using fabrix::status;
 
 namespace {
-constexpr std::size_t block = 64 * 1024, piece = 4096, pieces = block / piece;
+constexpr std::size_t key_block = 64 * 1024, piece = 4096, pieces = key_block / piece;
 constexpr std::size_t regions = 80, each = 256;
 constexpr std::uint32_t done_imm = 77;
 }  // namespace
 
 TEST_CASE_TEMPLATE("conformance: imported remote keys move bytes and keep every check", P, FX_PROVIDERS) {
   fxt::with_ranks<P>(2, [](fxt::rank_env<P>& env) {
-    std::vector<std::byte> buf(block + 64), src(block), back(block);
+    std::vector<std::byte> buf(key_block + 64), src(key_block), back(key_block);
     auto mr = env.reg(buf);
     auto ms = env.reg(src, access::local);
     auto mb = env.reg(back, access::local);
@@ -39,18 +39,18 @@ TEST_CASE_TEMPLATE("conformance: imported remote keys move bytes and keep every 
       FX_CHECK(key.length == buf.size());
 
       // A write, then a read back, through the key.
-      fxt::fill(src.data(), block, 7);
-      env.complete_ok(qp.write(ms.slice(0, block), key.slice(0, block), 1), 1);
-      env.complete_ok(qp.read(mb.slice(0, block), key.slice(0, block), 2), 2);
-      FX_CHECK(fxt::first_mismatch(back.data(), block, 7) == block);
+      fxt::fill(src.data(), key_block, 7);
+      env.complete_ok(qp.write(ms.slice(0, key_block), key.slice(0, key_block), 1), 1);
+      env.complete_ok(qp.read(mb.slice(0, key_block), key.slice(0, key_block), 2), 2);
+      FX_CHECK(fxt::first_mismatch(back.data(), key_block, 7) == key_block);
 
       // Atomics on an 8-byte word past the block.
       if constexpr (P::caps.atomics) {
-        env.complete_ok(qp.fetch_add(mb.slice(0, 8), key.slice(block, 8), 5, 3), 3);
+        env.complete_ok(qp.fetch_add(mb.slice(0, 8), key.slice(key_block, 8), 5, 3), 3);
         std::uint64_t old = 1;
         std::memcpy(&old, back.data(), 8);
         FX_CHECK(old == 0);
-        env.complete_ok(qp.compare_swap(mb.slice(8, 8), key.slice(block, 8), 5, 11, 4), 4);
+        env.complete_ok(qp.compare_swap(mb.slice(8, 8), key.slice(key_block, 8), 5, 11, 4), 4);
         std::memcpy(&old, back.data() + 8, 8);
         FX_CHECK(old == 5);
       }
@@ -113,17 +113,17 @@ TEST_CASE_TEMPLATE("conformance: imported remote keys move bytes and keep every 
       auto again = qp.import(peers[1]);
       FX_CHECK(again.has_value());
       fxt::fill(src.data(), 8, 90);
-      env.complete_ok(qp.write_with_imm(ms.slice(0, 8), again->slice(block + 16, 8), done_imm, 8), 8);
+      env.complete_ok(qp.write_with_imm(ms.slice(0, 8), again->slice(key_block + 16, 8), done_imm, 8), 8);
     } else {
       FX_CHECK(env.next_notify().imm == done_imm);
       for (std::size_t i = 0; i < pieces; ++i)
         FX_CHECK(fxt::first_mismatch(buf.data() + i * piece, piece, 30 + i) == piece);
       if constexpr (P::caps.atomics) {
         std::uint64_t word = 0;
-        std::memcpy(&word, buf.data() + block, 8);
+        std::memcpy(&word, buf.data() + key_block, 8);
         FX_CHECK(word == 11);
       }
-      FX_CHECK(fxt::first_mismatch(buf.data() + block + 16, 8, 90) == 8);
+      FX_CHECK(fxt::first_mismatch(buf.data() + key_block + 16, 8, 90) == 8);
       for (std::size_t i = 0; i < regions; ++i) {
         FX_CHECK(fxt::first_mismatch(small[i].data(), each, 500 + i) == each);
         FX_CHECK(fxt::first_mismatch(small[i].data() + each, each, 700 + i) == each);
