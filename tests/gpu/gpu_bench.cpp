@@ -215,7 +215,7 @@ void print_post_costs(fabrix::cuda_ipc::domain& dom, QP& qp, MR& mr, const fabri
 
   fabrix::completion buf[128];
   auto key = must(qp.import(remote), "import");
-  double raw_enqueue = 0, fabrix_post = 0, fabrix_post_buffer = 0, fabrix_drain_polls = 0;
+  double raw_enqueue = 0, fabrix_post = 0, fabrix_post_buffer = 0, fabrix_post_empty = 0, fabrix_drain_polls = 0;
   auto drain = [&] {
     int done = 0, polls = 0;
     while (done < batch) {
@@ -239,12 +239,19 @@ void print_post_costs(fabrix::cuda_ipc::domain& dom, QP& qp, MR& mr, const fabri
       if (qp.write(mr.slice(0, 4096), remote.slice(0, 4096), i) != status::ok) die("write (costs)");
     fabrix_post_buffer += ns_per(t, batch) / 20;
     drain();
+    // 0 bytes: everything a post does but the copy (fabrix's own cost).
+    t = clk::now();
+    for (int i = 0; i < batch; ++i)
+      if (qp.write(mr.slice(0, 0), key.slice(0, 0), i) != status::ok) die("write (costs)");
+    fabrix_post_empty += ns_per(t, batch) / 20;
+    drain();
   }
   std::printf(
       "host costs (ns/call): cudaGetDevice %.0f, cudaEventRecord %.0f, cudaEventQuery (done) %.0f, "
       "cudaMemcpyAsync 4 KiB to the peer %.0f, fabrix write 4 KiB post %.0f with an imported key, %.0f with the "
-      "remote_buffer (polls to drain %d: %.0f)\n",
-      get_device, record, query, raw_enqueue, fabrix_post, fabrix_post_buffer, batch, fabrix_drain_polls);
+      "remote_buffer, %.0f for 0 bytes (no copy) (polls to drain %d: %.0f)\n",
+      get_device, record, query, raw_enqueue, fabrix_post, fabrix_post_buffer, fabrix_post_empty, batch,
+      fabrix_drain_polls);
 }
 
 int writer(fabrix::bootstrap& boot, const sweep_options& opt, const char* out_path) {
