@@ -100,20 +100,27 @@ int target(fabrix::bootstrap& boot, std::size_t max_bytes) {
   return 0;
 }
 
-struct row {
-  std::size_t bytes, iters;
-  double fabrix_gbps, baseline_gbps, fabrix_us;              // medians
-  double fabrix_min, fabrix_max;                             // over the repetitions
-  double ratio, ratio_min, ratio_max;                        // per repetition: median, min, max
-  double raw_gbps, raw_ratio, raw_ratio_min, raw_ratio_max;  // against raw CUDA IPC, the same way
-};
-
 constexpr int repetitions = 5;
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
+
+// One figure over the repetitions.
+struct spread {
+  double median, min, max;
+};
+spread spread_of(const std::vector<double>& v) {
+  return {median(v), *std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end())};
+}
+
+struct row {
+  std::size_t bytes, iters;
+  spread fabrix_gbps;
+  double baseline_gbps, raw_gbps, fabrix_us;  // medians
+  spread ratio, raw_ratio;                    // per repetition: fabrix / the baseline run beside it
+};
 
 struct sweep_options {
   std::size_t max_bytes = std::size_t{1} << 30;
@@ -144,8 +151,8 @@ idle_poll time_idle_poll(fabrix::cuda_ipc::domain& dom) {
 // Diagnostics (GPU_BENCH_COSTS=1): the host time of the calls a cuda_ipc
 // post and poll make, next to a bare cudaMemcpyAsync, in ns per call.
 template <class QP, class MR>
-void print_post_costs(fabrix::cuda_ipc::domain& dom, QP& qp, MR& mr, const fabrix::remote_buffer& remote, void* raw_dst,
-                      void* src, cudaStream_t stream) {
+void print_post_costs(fabrix::cuda_ipc::domain& dom, QP& qp, MR& mr, const fabrix::remote_buffer& remote,
+                      const fabrix::remote_key& key, void* raw_dst, void* src, cudaStream_t stream) {
   constexpr int n = 20000, batch = 100;
   auto ns_per = [](auto start, int count) {
     return std::chrono::duration<double, std::nano>(clk::now() - start).count() / count;
@@ -214,7 +221,6 @@ void print_post_costs(fabrix::cuda_ipc::domain& dom, QP& qp, MR& mr, const fabri
       kind_named, driver_call, batched);
 
   fabrix::completion buf[128];
-  auto key = must(qp.import(remote), "import");
   double raw_enqueue = 0, fabrix_post = 0, fabrix_post_buffer = 0, fabrix_post_empty = 0, fabrix_drain_polls = 0;
   auto drain = [&] {
     int done = 0, polls = 0;
@@ -285,7 +291,7 @@ int writer(fabrix::bootstrap& boot, const sweep_options& opt, const char* out_pa
 
   // The fast path, as fabrix-perf posts: a key imported once per queue pair.
   const auto key = must(qp.import(remote), "import");
-  if (std::getenv("GPU_BENCH_COSTS")) print_post_costs(dom, qp, mr, remote, raw_dst, src.data(), stream);
+  if (std::getenv("GPU_BENCH_COSTS")) print_post_costs(dom, qp, mr, remote, key, raw_dst, src.data(), stream);
 
   std::vector<row> rows;
   for (std::size_t size = opt.min_bytes; size <= max_bytes; size *= 4) {
@@ -340,19 +346,16 @@ int writer(fabrix::bootstrap& boot, const sweep_options& opt, const char* out_pa
       raw_gbps.push_back(bytes / std::chrono::duration<double>(clk::now() - raw_start).count() / 1e9);
       raw_ratios.push_back(fabrix_gbps.back() / raw_gbps.back());
     }
-    const double f = median(fabrix_gbps);
-    rows.push_back({size, iters, f, median(baseline_gbps), bytes / (f * 1e9) * 1e6 / static_cast<double>(iters),
-                    *std::min_element(fabrix_gbps.begin(), fabrix_gbps.end()),
-                    *std::max_element(fabrix_gbps.begin(), fabrix_gbps.end()), median(ratios),
-                    *std::min_element(ratios.begin(), ratios.end()), *std::max_element(ratios.begin(), ratios.end()),
-                    median(raw_gbps), median(raw_ratios), *std::min_element(raw_ratios.begin(), raw_ratios.end()),
-                    *std::max_element(raw_ratios.begin(), raw_ratios.end())});
+    const spread f = spread_of(fabrix_gbps);
+    rows.push_back({size, iters, f, median(baseline_gbps), median(raw_gbps),
+                    bytes / (f.median * 1e9) * 1e6 / static_cast<double>(iters), spread_of(ratios),
+                    spread_of(raw_ratios)});
     const row& r = rows.back();
     std::printf(
         "%12zu B  x%5zu x%d  fabrix %8.2f GB/s [%.2f-%.2f] (%8.2f us/op)  cudaMemcpy D2D %8.2f GB/s  ratio %.3f "
         "[%.3f-%.3f]  raw IPC %8.2f GB/s  ratio %.3f [%.3f-%.3f]\n",
-        size, iters, repetitions, r.fabrix_gbps, r.fabrix_min, r.fabrix_max, r.fabrix_us, r.baseline_gbps, r.ratio,
-        r.ratio_min, r.ratio_max, r.raw_gbps, r.raw_ratio, r.raw_ratio_min, r.raw_ratio_max);
+        size, iters, repetitions, f.median, f.min, f.max, r.fabrix_us, r.baseline_gbps, r.ratio.median, r.ratio.min,
+        r.ratio.max, r.raw_gbps, r.raw_ratio.median, r.raw_ratio.min, r.raw_ratio.max);
   }
 
   cudaIpcCloseMemHandle(raw_dst);  // before done_imm lets the target free it
@@ -386,9 +389,9 @@ int writer(fabrix::bootstrap& boot, const sweep_options& opt, const char* out_pa
                  "\"fabrix_gbps_max\": %.3f, \"fabrix_us_per_op\": %.3f, \"cudamemcpy_d2d_gbps\": %.3f, "
                  "\"ratio\": %.4f, \"ratio_min\": %.4f, \"ratio_max\": %.4f, \"raw_ipc_gbps\": %.3f, "
                  "\"ratio_raw_ipc\": %.4f, \"ratio_raw_ipc_min\": %.4f, \"ratio_raw_ipc_max\": %.4f}%s\n",
-                 r.bytes, r.iters, r.fabrix_gbps, r.fabrix_min, r.fabrix_max, r.fabrix_us, r.baseline_gbps, r.ratio,
-                 r.ratio_min, r.ratio_max, r.raw_gbps, r.raw_ratio, r.raw_ratio_min, r.raw_ratio_max,
-                 i + 1 < rows.size() ? "," : "");
+                 r.bytes, r.iters, r.fabrix_gbps.median, r.fabrix_gbps.min, r.fabrix_gbps.max, r.fabrix_us,
+                 r.baseline_gbps, r.ratio.median, r.ratio.min, r.ratio.max, r.raw_gbps, r.raw_ratio.median,
+                 r.raw_ratio.min, r.raw_ratio.max, i + 1 < rows.size() ? "," : "");
   }
   std::fprintf(f, "  ]\n}\n");
   std::fclose(f);
