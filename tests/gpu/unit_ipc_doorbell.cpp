@@ -56,9 +56,9 @@ TEST_CASE("cuda_ipc doorbell: a quiet domain reads no socket; a packet's ring ma
   CHECK(a.d->dropped_packets == 0);
 
   b.d->next_sweep = clk::now() + std::chrono::hours(1);
-  const auto reads = b.d->link_reads;
+  const auto reads = b.d->socket_reads;
   CHECK(due_in(b, 1000) == 0);
-  CHECK(b.d->link_reads == reads);
+  CHECK(b.d->socket_reads == reads);
 
   REQUIRE(detail::send_on(*ab.out, ipc::packet_type::notify, 7, 8) == status::ok);
   CHECK(detail::links_due(*b.d, false));

@@ -285,7 +285,7 @@ class domain_impl {
   // Malformed or unexpected packets from peers, dropped.
   std::uint64_t dropped_packets() const noexcept { return d_->dropped_packets; }
   // How often poll() / wait() have read the sockets (one poll(2) each).
-  std::uint64_t socket_reads() const noexcept { return d_->link_reads; }
+  std::uint64_t socket_reads() const noexcept { return d_->socket_reads; }
   // Peer allocations currently mapped here.
   std::size_t mapped_allocations() const noexcept { return d_->cache.size(); }
 

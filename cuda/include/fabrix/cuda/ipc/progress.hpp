@@ -249,7 +249,7 @@ inline void serve_links(domain_state& d, int timeout_ms = 0) {
   // Read first: a ring after this point is seen by the next links_due.
   d.bell_seen = d.bell.count();
   d.next_sweep = std::chrono::steady_clock::now() + sweep_every;
-  ++d.link_reads;
+  ++d.socket_reads;
   std::erase_if(d.links, [](const std::unique_ptr<link>& l) { return l->closed && !l->outgoing; });
   d.pfds.clear();
   d.pfds.push_back({d.listener.get(), POLLIN, 0});

@@ -144,8 +144,8 @@ struct domain_state {
   bool serve_every_poll = true;
   std::chrono::steady_clock::time_point next_sweep{};
   std::uint32_t polls_since_links = 0;
-  std::uint64_t link_reads = 0;   // serve_links calls (each one poll(2)), for tests and counters
-  std::uint64_t fetch_proof = 0;  // the seal of the region whose VMM fd fetch_fd asks for
+  std::uint64_t socket_reads = 0;  // serve_links calls (each one poll(2)), for tests and counters
+  std::uint64_t fetch_proof = 0;   // the seal of the region whose VMM fd fetch_fd asks for
   std::unordered_map<std::uint64_t, std::uint32_t> connects_to;  // peer nonce -> our connect()s to it so far
   std::unordered_map<std::uint64_t, std::uint32_t> hellos_from;  // peer nonce -> its connect()s to us so far
 
