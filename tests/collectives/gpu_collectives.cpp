@@ -4,7 +4,6 @@
 // element is copied back and compared with the serial reference on the
 // host, for counts that do not divide by the ranks or the chunks. Exit 77
 // (skipped) without a CUDA device.
-#define DOCTEST_CONFIG_IMPLEMENT
 #include "common.hpp"
 
 #include <fabrix/cuda/available.hpp>

@@ -4,7 +4,6 @@
 // credit window, and the device kernels' dispatch index and launch
 // geometry (cuda/include/fabrix/cuda/collective_launch.hpp, which needs no
 // CUDA).
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 #include <fabrix/collectives.hpp>
 #include <fabrix/collectives/ring.hpp>

@@ -1,7 +1,6 @@
 // The GPU test runner: exit 77 (skipped) without a CUDA device. The probe
 // runs in a child process, so this process never initializes CUDA before
 // the harness forks the ranks.
-#define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 #include <fabrix/cuda/available.hpp>
 

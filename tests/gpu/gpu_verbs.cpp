@@ -9,7 +9,6 @@
 //   modprobe rdma_rxe && rdma link add rxe0 type rxe netdev <eth>
 // (rxe has no dma-buf support and no peer memory: there the report must say
 // none and registration must be refused with unsupported.)
-#define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 #include <fabrix/cuda/available.hpp>
 #include <fabrix/cuda/device_buffer.hpp>

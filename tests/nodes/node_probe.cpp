@@ -5,7 +5,6 @@
 // through the bootstrap; each rank checks that ranks of one node agree and
 // ranks of different nodes differ in all three. Exit 77 when
 // FABRIX_TEST_NODES is not set (tests/nodes/run.sh sets it).
-#define DOCTEST_CONFIG_IMPLEMENT
 #include "../conformance/harness.hpp"
 
 #include <fabrix/detail/process_identity.hpp>

@@ -16,7 +16,6 @@
 // malicious member of the job), domain_options::device, and many queue
 // pairs over a domain's lifetime.
 // FABRIX_TEST_TRANSPORT names the libfabric provider ("tcp;ofi_rxm", "shm").
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include "harness.hpp"
 
 #include <fabrix/ofi.hpp>

@@ -2,7 +2,6 @@
 // machine: without a usable GPU the domain still opens for host memory,
 // reports gpu_path::none and refuses device memory with the CUDA reason
 // (never a silent wrong answer); with one it reports staged.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 #include <fabrix/cuda/available.hpp>
 #include <fabrix/cuda/staged_cuda.hpp>

@@ -9,7 +9,6 @@
 // otherwise sends checked requests, which the target refuses.
 // Runs over UCX shared memory (meson.build: UCX_TLS sysv,posix,cma and
 // FABRIX_UCX_CMA_MIN_BYTES=0, so a 64-byte copy would go by CMA).
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include "harness.hpp"
 
 #include <fabrix/ucx.hpp>

@@ -1,7 +1,6 @@
 // Tests of the embedded TCP bootstrap: environment parsing, the wire
 // decoder's bounds, and real multi-process jobs on the loopback (forked
 // children; a child reports by exit code and never returns into doctest).
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <fabrix/bootstrap.hpp>

@@ -2,7 +2,6 @@
 // node. The cases that need new namespaces run in forked children (unshare
 // changes the calling process); they are a meson test of their own, which
 // exits 77 (skipped) when this process may not create namespaces.
-#define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
 #include <fabrix/detail/process_identity.hpp>
