@@ -217,16 +217,19 @@ TEST_CASE("cuda_ipc control plane: a release drops that region's mapping entry, 
   test_domain a(11), b(22);
   detail::peer_state& ab = a.connect(b);
   detail::peer_state& ba = b.connect(a);
+  fabrix::remote_buffer region[2];
   for (std::uint64_t epoch : {3, 4}) {
-    fabrix::remote_buffer rb;
+    fabrix::remote_buffer& rb = region[epoch - 3];
     rb.owner = 22;
     rb.epoch = epoch;
-    ab.regions.push_back({rb, reinterpret_cast<std::byte*>(0x1000 * epoch)});
+    ab.regions.add(rb, reinterpret_cast<std::byte*>(0x1000 * epoch));
   }
   REQUIRE(ipc::send_packet(ba.out->fd.get(), ipc::packet_type::release, 3, 0) == status::ok);
   a.pump();
   REQUIRE(ab.regions.size() == 1);
-  CHECK(ab.regions[0].verified.epoch == 4);
+  CHECK(ab.regions.find(region[0]) == nullptr);
+  REQUIRE(ab.regions.find(region[1]) != nullptr);
+  CHECK(ab.regions.find(region[1])->key == reinterpret_cast<std::byte*>(0x4000));
 }
 
 TEST_CASE("cuda_ipc control plane: the peer's domain going away fails the endpoint") {

@@ -101,3 +101,21 @@ TEST_CASE("remote key cache: without a destroy function (keys copied at post tim
   CHECK(cache.find(region_number(0)) == again);
   CHECK(cache.size() == cap);
 }
+
+TEST_CASE("remote key cache: drop_if removes the named regions, held or not, and destroys their keys") {
+  destroyed_keys.clear();
+  test_cache cache;
+  for (std::size_t i = 0; i < 6; ++i) cache.add(region_number(i), static_cast<int>(i));
+  test_cache::hold(cache.find(region_number(2)));  // held: dropped all the same (the region is gone)
+  auto* last_hit = cache.find(region_number(4));
+  REQUIRE(last_hit != nullptr);
+  cache.drop_if([](const test_cache::entry& e) { return e.key % 2 == 0; });
+  CHECK(cache.size() == 3);
+  std::sort(destroyed_keys.begin(), destroyed_keys.end());
+  CHECK(destroyed_keys == std::vector<int>{0, 2, 4});
+  // The last hit was dropped: a lookup of it misses instead of returning it.
+  CHECK(cache.find(region_number(4)) == nullptr);
+  CHECK(cache.find(region_number(2)) == nullptr);
+  for (std::size_t i : {1, 3, 5}) CHECK(cache.find(region_number(i))->key == static_cast<int>(i));
+  destroyed_keys.clear();
+}

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <memory>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace fabrix::detail {
@@ -90,6 +91,20 @@ class remote_key_cache {
     for (auto& e : entries_) out.push_back(e->key);
     entries_.clear();
     last_ = nullptr;
+  }
+
+  // Drops (and destroys) every entry `pred(const entry&)` names, held or
+  // not: for a key that no operation may use any more because the region
+  // itself is gone (cuda_ipc, once its owner released the region and the
+  // copies that used its mapping are done).
+  template <class Pred>
+  void drop_if(Pred pred) {
+    std::erase_if(entries_, [&](const std::unique_ptr<entry>& e) {
+      if (!pred(std::as_const(*e))) return false;
+      if (e.get() == last_) last_ = nullptr;
+      destroy(e->key);
+      return true;
+    });
   }
 
   std::size_t size() const noexcept { return entries_.size(); }

@@ -43,8 +43,7 @@ namespace fabrix::cuda::ipc::detail {
 // remote region (made by this endpoint's peer, seal intact, key well formed),
 // then mapped through the domain's cache. nullptr with `why` set when refused.
 inline std::byte* resolve(peer_state& p, const remote_buffer& rb, status& why) {
-  for (const auto& r : p.regions)
-    if (r.verified.same_region(rb)) return r.base;
+  if (auto* known = p.regions.find(rb)) return known->key;
   why = status::invalid_argument;
   if (rb.owner != p.nonce || rb.seal != rb.compute_seal(p.secret)) return nullptr;
   if (rb.location.kind != memory_kind::cuda_device) return nullptr;
@@ -63,7 +62,7 @@ inline std::byte* resolve(peer_state& p, const remote_buffer& rb, status& why) {
     allocation = *m;
   }
   std::byte* base = allocation + h->offset;
-  p.regions.push_back({rb, base});
+  p.regions.add(rb, base);
   return base;
 }
 

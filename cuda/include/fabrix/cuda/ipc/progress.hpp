@@ -110,8 +110,7 @@ inline void sync_peers_of(domain_state& d, std::uint64_t nonce) {
 inline void release_region(domain_state& d, std::uint64_t nonce, std::uint64_t epoch) {
   sync_peers_of(d, nonce);
   for (peer_state* p : d.peers)
-    if (p->nonce == nonce)
-      std::erase_if(p->regions, [&](const resolved_region& r) { return r.verified.epoch == epoch; });
+    if (p->nonce == nonce) p->regions.drop_if([&](const auto& r) { return r.verified.epoch == epoch; });
   d.cache.release_epoch(nonce, epoch);
 }
 

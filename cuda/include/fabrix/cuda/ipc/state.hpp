@@ -12,6 +12,7 @@
 #include <fabrix/detail/completion_ring.hpp>
 #include <fabrix/detail/import_table.hpp>
 #include <fabrix/detail/intrusive_fifo.hpp>
+#include <fabrix/detail/remote_key_cache.hpp>
 #include <fabrix/detail/siphash.hpp>
 #include <fabrix/detail/slot_pool.hpp>
 #include <fabrix/local_slice.hpp>
@@ -78,12 +79,6 @@ struct link {
   // with the k-th, as connect_all makes them); `peer` caches it.
   std::uint32_t seq = 0;
   peer_state* peer = nullptr;
-};
-
-// A peer region this endpoint has verified and mapped.
-struct resolved_region {
-  remote_buffer verified;
-  std::byte* base = nullptr;  // byte 0 of the region in this process
 };
 
 // A received fd_reply, until the fetch that asked for it takes it.
@@ -199,7 +194,10 @@ struct peer_state {
   std::uint32_t unrecorded_count = 0;
   bool failed = false;
   std::string failure;
-  std::vector<resolved_region> regions;
+  // Peer regions this endpoint has verified and mapped: byte 0 of each in
+  // this process (the kit's bounded cache; an evicted region is verified and
+  // looked up in the domain's mapping cache again on its next use).
+  fabrix::detail::remote_key_cache<std::byte*> regions;
   fabrix::detail::import_table<std::byte*> imports;  // imported keys: the regions' mapped bytes
 };
 
