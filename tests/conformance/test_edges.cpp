@@ -58,6 +58,8 @@ TEST_CASE_TEMPLATE("conformance: zero-length writes and reads complete ok with n
 // most of them); other providers may also say canceled or timed_out, as in
 // the peer-death case of test_bad_input.cpp.
 TEST_CASE_TEMPLATE("conformance: operations in flight to a peer that dies complete with peer errors", P, FX_PROVIDERS) {
+  constexpr std::size_t flag_at = (1 << 20) - 1;  // the last byte: outside what rank 0 reads and reads into
+  constexpr std::uint64_t read_token = 1, flag_token = 2;
   fxt::with_ranks<P>(
       2,
       [](fxt::rank_env<P>& env) {
@@ -65,9 +67,14 @@ TEST_CASE_TEMPLATE("conformance: operations in flight to a peer that dies comple
         auto mr = env.reg(buf);
         auto peers = env.share(mr);
         if (env.rank == 1) {
-          // Long enough for some reads to finish first even under TSan on a
-          // loaded 2-core machine (500 ms: 1 run in 5 saw none over tcp;ofi_rxm).
-          env.serve_for(std::chrono::milliseconds(1500));
+          // Serves until rank 0 has seen a read succeed (it then writes the
+          // flag byte here), so that some reads finish first however slow
+          // the machine: a fixed 500 ms, later 1500 ms, saw none now and
+          // then under TSan on a loaded 2-core machine over tcp;ofi_rxm.
+          const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(12);
+          const volatile std::byte& flag = buf[flag_at];
+          while (flag == std::byte{0} && std::chrono::steady_clock::now() < give_up)
+            env.serve_for(std::chrono::milliseconds(1));
           // Then it stops answering, so that where reads need the target's
           // progress (checked requests, tcp) some are in flight when it
           // dies: a peer that answered everything and died between two
@@ -79,12 +86,23 @@ TEST_CASE_TEMPLATE("conformance: operations in flight to a peer that dies comple
         const bool strict = env.dom.provider() == fabrix::provider_id::ofi;
         const auto t0 = std::chrono::steady_clock::now();
         std::size_t inflight = 0, ok = 0, failed = 0;
-        bool refused = false;
+        bool refused = false, flagged = false;
+        buf[flag_at] = std::byte{1};  // the flag's source
         completion c[32];
         while (!refused || inflight > 0) {
           FX_CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20));
+          if (ok > 0 && !flagged && !refused) {
+            const status s = env.qps[1].write(mr.slice(flag_at, 1), peers[1].slice(flag_at, 1), flag_token);
+            if (s == status::ok) {
+              flagged = true;
+              ++inflight;
+            } else if (s != status::again) {
+              FX_CHECK_STATUS(s, status::peer_unreachable);
+              refused = true;
+            }
+          }
           while (!refused && inflight < 32) {
-            const status s = env.qps[1].read(mr.slice(0, 32768), peers[1].slice(65536, 32768), 1);
+            const status s = env.qps[1].read(mr.slice(0, 32768), peers[1].slice(65536, 32768), read_token);
             if (s == status::again) break;
             if (s != status::ok) {
               FX_CHECK_STATUS(s, status::peer_unreachable);
@@ -96,6 +114,7 @@ TEST_CASE_TEMPLATE("conformance: operations in flight to a peer that dies comple
           const std::size_t n = env.dom.poll(c);
           for (std::size_t i = 0; i < n; ++i) {
             --inflight;
+            if (c[i].token == flag_token) continue;  // ok, or failed with the peer: either may happen
             if (c[i].status == status::ok) {
               ++ok;
               continue;
