@@ -1,24 +1,21 @@
-// The runner of a multi-rank suite (conformance, or collectives with
-// -DFX_SUITE_NAME="collectives") under mpirun on the MPI bootstrap engine:
+// The runner of a multi-rank suite (conformance or collectives: the suite's
+// case library names it, suite_entry.cpp) under mpirun on the MPI bootstrap engine:
 // each case's ranks bootstrap on fabrix::mpi::bootstrap(MPI_COMM_WORLD)
 // (FABRIX_TEST_BOOTSTRAP=launcher, rank_bootstrap.hpp). The cases are the
 // objects of the suite's executable; only this runner differs. Exit 77
 // (skipped) where the provider cannot run here.
 #define DOCTEST_CONFIG_IMPLEMENT
+#include "../support/suite_main.hpp"
 #include "providers.hpp"
 
 #include <fabrix/mpi.hpp>
 
 #include <cstdio>
 
-#ifndef FX_SUITE_NAME
-#define FX_SUITE_NAME "conformance"
-#endif
-
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
-  if (const std::string why = fxt::unavailable_reason(); !why.empty()) {
-    std::printf(FX_SUITE_NAME ": %s: skipped: %s\n", fxt::provider_name, why.c_str());
+  if (const std::string why = fxt::suite::skip_reason(); !why.empty()) {
+    std::printf("%s: %s: skipped: %s\n", fxt::suite::name(), fxt::suite::provider(), why.c_str());
     MPI_Finalize();
     return 77;
   }
