@@ -4,7 +4,8 @@
 other with a message naming the difference (exit 2). --dispatch static
 with each compiled-in provider runs statically (the header says so) or
 refuses clearly, never falling back to any_provider; --alloc provider with a
-provider that does not allocate refuses with the reason (exit 2).
+provider that does not allocate refuses with the reason (exit 2); bandwidth
+runs moderate completions as perftest does unless told otherwise.
 usage: check_options.py FABRIX_PERF"""
 import os
 import socket
@@ -57,6 +58,13 @@ def main():
     expect([perf, "-n", "5", "-D", "1"], 2, "exclude each other")
     expect([perf, "--cq-mod", "0"], 2, "bad completion moderation")
     expect([perf, "--unsignaled", "--cq-mod", "4"], 2, "--unsignaled and --cq-mod exclude each other")
+    # Completion moderation: perftest's default (one in 100, at most -t),
+    # every operation with --cq-mod 1; the header says which.
+    quick = [perf, "--loopback", "write", "bw", "-s", "64", "-n", "300", "--timeout", "20"]
+    expect(quick, 0, "bw: one completion per 100 operations (--cq-mod)", "stdout")
+    expect(quick + ["-t", "16"], 0, "bw: one completion per 16 operations (--cq-mod)", "stdout")
+    expect(quick + ["--cq-mod", "1"], 0, "bw: one completion per operation (--cq-mod 1)", "stdout")
+    expect(quick + ["--unsignaled", "-l", "4"], 0, "bw: one completion per post list (--unsignaled)", "stdout")
     expect([perf, "--provider", "nope"], 2, "unknown provider")
     expect([perf, "--mem", "gpu"], 2, "bad memory kind")
     expect([perf, "--mem", "cuda:0", "--loopback"], 2, "--mem cuda")

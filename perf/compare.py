@@ -19,10 +19,11 @@ fabrix-perf runs (all three, always):
             memory the user registered, between two processes of one
             host, on whatever path auto picks (issue 16 item 7), against
             raw_ofi over shm (fi_rma_bw's loop on user memory)
-  moderated UCX bandwidth only: explicit + --cq-mod 100, one completion per
-            100 writes (ib_write_bw's default), beside ucx_perftest, whose
-            ucp_put_bw asks for no completion per put; the explicit run
-            still pays one completion per operation
+  signaled  bandwidth only: explicit + --cq-mod 1, one completion per
+            operation. fabrix-perf's bandwidth runs moderate completions by
+            default as perftest does (one per 100 operations, ib_write_bw's
+            --cq-mod); ucx_perftest's ucp_put_bw asks for none per put. This
+            run shows what a completion per operation costs; no target
 
 Baselines (perf/raw is built by meson beside fabrix-perf):
   ucx-shm, ucx-tcp (UCX_TLS=sysv,posix,cma / tcp)
@@ -94,23 +95,22 @@ TRANSPORTS = {
 # The fabrix-perf runs and the baselines each is paired with.
 GROUPS = {
     "ucx": [("default", ["ucx_perftest", "raw_ucx"]), ("explicit", ["ucx_perftest", "raw_ucx"]),
-            ("user", ["raw_ucx-user"]), ("moderated", ["ucx_perftest"])],
+            ("user", ["raw_ucx-user"]), ("signaled", ["ucx_perftest"])],
     "ofi": [("default", ["raw_ofi"]), ("explicit", ["raw_ofi", "raw_ofi-dc"]), ("user", ["raw_ofi"]),
-            ("auto-user", ["raw_ofi"])],
+            ("auto-user", ["raw_ofi"]), ("signaled", ["raw_ofi"])],
 }
 # Runs made on some transports only.
 RUN_TRANSPORTS = {"auto-user": ("ofi-shm",)}
 CLEAN_PREFIXES = ("UCX_", "FI_", "FABRIX_", "PMIX_", "OMPI_")
-MODERATION = "100"  # --cq-mod of the moderated run: ib_write_bw's default
 
 
 def run_tests(run, tests, transport):
     """The tests a fabrix run (and its pairs) measures on `transport`: the
-    moderated run only bandwidth, which is all --cq-mod changes; a run of
+    signaled run only bandwidth, which is all --cq-mod changes; a run of
     RUN_TRANSPORTS only there."""
     if transport not in RUN_TRANSPORTS.get(run, (transport,)):
         return []
-    return [t for t in tests if run != "moderated" or TESTS[t][1] == "bw"]
+    return [t for t in tests if run != "signaled" or TESTS[t][1] == "bw"]
 
 
 def target(transport, test, size, run, baseline, default_provider=None, busy=0):
@@ -120,6 +120,8 @@ def target(transport, test, size, run, baseline, default_provider=None, busy=0):
     provider's default picks between two processes of one host)."""
     prov = transport.split("-")[0]
     if run == "default" and (default_provider != prov or not transport.endswith("-shm")):
+        return None
+    if run == "signaled":  # shown for its cost; the targets are on perftest's conventions
         return None
     raw_ofi = baseline in ("raw_ofi", "raw_ofi-dc")
     # User memory on one node (item 7): its own targets, before the general ones.
@@ -228,8 +230,8 @@ class Sides:
             cmd += ["--provider", prov, "--transport", tr]
         if run in ("user", "auto-user"):
             cmd += ["--alloc", "user"]
-        if run == "moderated":
-            cmd += ["--cq-mod", MODERATION]
+        if run == "signaled":
+            cmd += ["--cq-mod", "1"]
         if os.path.exists(out):
             os.unlink(out)
         self.run(cmd, clean_env())

@@ -14,6 +14,9 @@ namespace {
 
 constexpr test_kind all_tests[] = {test_kind::write, test_kind::read,      test_kind::write_imm,
                                    test_kind::send,  test_kind::fetch_add, test_kind::compare_swap};
+// perftest's completion moderation (ib_write_bw and its kin signal one
+// operation in 100), fabrix-perf's default for bandwidth runs.
+constexpr int perftest_cq_mod = 100;
 constexpr std::uint64_t sweep_min = 2;
 constexpr std::uint64_t sweep_max = std::uint64_t{8} << 20;
 constexpr std::uint64_t max_size = std::uint64_t{1} << 30;
@@ -137,8 +140,9 @@ MODE   bw | lat (default: both)
                           completion; the others are unsignaled and counted
                           by queue_pair::finished() (not for atomics)
       --cq-mod N          bw: every N-th operation gives a completion, the others
-                          are unsignaled, whatever -l is (perftest's --cq-mod;
-                          default 1: every operation; not for atomics)
+                          are unsignaled, whatever -l is (perftest's --cq-mod
+                          and its default: 100, at most -t; 1: every operation
+                          gives one; atomics always give one each)
       --report_gbits      bandwidth in Gb/s instead of MB/s (MB = 2^20 bytes)
       --out_json FILE     also write the results as JSON (schema: perf/README.md)
       --provider NAME     verbs | ucx | ofi | cuda_ipc | auto (default auto: the
@@ -340,6 +344,7 @@ parse_outcome parse(int argc, char** argv) {
   if (o.post_list > o.tx_depth) return fail("-l (post list) must not exceed -t (tx depth)");
   if (o.unsignaled && o.cq_mod > 1)
     return fail("--unsignaled and --cq-mod exclude each other (--unsignaled is --cq-mod of the post list's length)");
+  if (o.cq_mod == 0) o.cq_mod = o.unsignaled ? 1 : std::min(perftest_cq_mod, o.tx_depth);
   if (o.tests.empty()) o.tests.assign(std::begin(all_tests), std::end(all_tests));
   if (o.modes.empty()) o.modes = {mode_kind::bw, mode_kind::lat};
   out.opts = std::move(o);

@@ -36,9 +36,10 @@ struct options {
   // the post list's length).
   bool unsignaled = false;
   // --cq-mod N (bw; the same tests): every N-th operation is signaled, the
-  // others unsignaled, whatever the post list (perftest's --cq-mod; 1, the
-  // default, signals every operation). Excludes --unsignaled.
-  int cq_mod = 1;
+  // others unsignaled, whatever the post list (perftest's --cq-mod; 1
+  // signals every operation). Excludes --unsignaled. Not given, parse()
+  // sets perftest's default: 100, at most -t (1 with --unsignaled).
+  int cq_mod = 0;
   std::string out_json;
   std::string provider = "auto";
   std::string transport;

@@ -57,9 +57,9 @@ void report::header() const {
   std::printf(" bootstrap    : %s\n", info_.bootstrap.c_str());
   std::printf(" clock        : %s\n", info_.clock.c_str());
   const std::string moderation =
-      opts_.unsignaled   ? "   unsignaled (one completion per post list)"
-      : opts_.cq_mod > 1 ? "   one completion per " + std::to_string(opts_.cq_mod) + " operations (--cq-mod)"
-                         : "";
+      opts_.unsignaled   ? "   bw: one completion per post list (--unsignaled)"
+      : opts_.cq_mod > 1 ? "   bw: one completion per " + std::to_string(opts_.cq_mod) + " operations (--cq-mod)"
+                         : "   bw: one completion per operation (--cq-mod 1)";
   std::printf(" queue pairs  : %d   tx depth: %d   post list: %d   %s%s\n", opts_.qps, opts_.tx_depth, opts_.post_list,
               opts_.bidirectional ? "bidirectional" : "unidirectional", moderation.c_str());
   std::printf(" data checks  : every size (pattern fill + compare; atomics results checked)\n");
