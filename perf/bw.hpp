@@ -12,9 +12,10 @@
 // --unsignaled (not atomics): every operation of a list but the last is
 // unsignaled; --cq-mod N: every operation but each N-th, across lists. An
 // unsignaled operation (never an atomic, so never slotted) counts as done
-// when the queue pairs' finished() says so. A provider may count them only when a
-// later flush completes, so when nothing signaled is left in flight the
-// loop posts a flush on every queue pair.
+// when the queue pairs' finished() says so. A provider may count them only
+// when a later flush completes, so when nothing signaled is left in flight
+// and the loop cannot post (window full, pushed back, or done) it posts a
+// flush on every queue pair.
 #pragma once
 
 #include "clock.hpp"
@@ -69,6 +70,7 @@ class bw_initiator {
     const loop_shape k = shape();
     while (!stop || completed < posted) {
       if (!stop && count == 0 && (++spin & 63) == 0 && clock::now() >= deadline) stop = true;
+      bool pushed_back = false;
       while (!stop && posted - completed + list <= depth) {
         const std::uint64_t n = count ? std::min(list, count - posted) : list;
         if (n == 0) {
@@ -78,12 +80,20 @@ class bw_initiator {
         const std::uint64_t went = post_list(n, batches++, k);
         posted += went;
         if (count && posted == count) stop = true;
-        if (went < n) break;  // back-pressure: poll first
+        if (went < n) {  // back-pressure: poll first
+          pushed_back = true;
+          break;
+        }
       }
       const std::size_t got = s_.dom.poll(cs);
       for (std::size_t i = 0; i < got; ++i) signaled_done += on_completion(cs[i], k);
       completed = k.unsignaled ? signaled_done + (finished_now() - finished_base) : signaled_done;
-      if (k.unsignaled && signaled_out_ == 0 && flushes_ == 0 && completed < posted) retire_unsignaled();
+      // A flush retires unsignaled operations only where the loop cannot go
+      // on without them: it may not post (window full, provider pushed back)
+      // or has nothing left to post. Otherwise a later signaled operation
+      // (one in every --cq-mod, which is at most -t) will come.
+      const bool blocked = stop || pushed_back || posted - completed + list > depth;
+      if (k.unsignaled && signaled_out_ == 0 && flushes_ == 0 && completed < posted && blocked) retire_unsignaled();
       if (completed >= window_mark) {
         const std::uint64_t now = tc.now();
         const double secs = tc.seconds(now - window_start);
