@@ -2,7 +2,6 @@
 // as taken from memory_region::slice(). Plain value; valid while its region is.
 #pragma once
 
-#include <fabrix/capabilities.hpp>
 #include <fabrix/memory.hpp>
 
 #include <cstddef>
@@ -14,12 +13,15 @@ struct local_slice {
   std::byte* address = nullptr;
   std::uint64_t length = 0;
   void* descriptor = nullptr;  // the provider's local handle for the region (opaque here)
-  provider_id provider = provider_id::none;
-  std::uint64_t owner = 0;  // the registering domain (remote_buffer::owner); providers refuse others'
+  // The registering domain's id (remote_buffer::owner: random, never 0),
+  // fixed by slice() once its range is checked; 0 when slice() was asked for
+  // a range outside its region. A queue pair takes slices of its own domain
+  // only, so one compare per slice checks both (posting a slice with owner 0
+  // returns status::out_of_range, another domain's status::invalid_argument).
+  std::uint64_t owner = 0;
   memory_location location{};
-  // False when slice() was asked for a range outside its region; posting an
-  // operation with such a slice returns status::out_of_range.
-  bool valid = false;
+
+  bool valid() const noexcept { return owner != 0; }
 };
 
 }  // namespace fabrix

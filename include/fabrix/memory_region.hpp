@@ -28,13 +28,13 @@ class memory_region {
   access rights() const noexcept { return remote().rights; }
 
   // A range for local use in operations. Out of range gives a slice whose
-  // use returns status::out_of_range (valid == false).
+  // use returns status::out_of_range (valid() false, owner 0).
   local_slice slice(std::uint64_t offset, std::uint64_t length) const noexcept {
     const remote_buffer& rb = remote();
-    local_slice s{nullptr, length, impl_.descriptor(), rb.provider, rb.owner, rb.location, false};
+    local_slice s{nullptr, length, impl_.descriptor(), 0, rb.location};
     if (offset <= rb.length && length <= rb.length - offset) {
       s.address = data() + offset;
-      s.valid = true;
+      s.owner = rb.owner;
     }
     return s;
   }

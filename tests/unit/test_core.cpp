@@ -26,9 +26,13 @@ TEST_CASE("core: register_memory refuses empty buffers and unknown access bits")
   auto mr = d.register_memory(buf, fabrix::access::remote_read).value();
   CHECK(mr.size() == 16);
   CHECK(mr.data() == buf.data());
-  CHECK(mr.slice(8, 8).valid);
-  CHECK_FALSE(mr.slice(9, 8).valid);
-  CHECK_FALSE(mr.slice(~std::uint64_t{0}, 2).valid);
+  CHECK(mr.slice(8, 8).valid());
+  CHECK(mr.slice(8, 8).owner == mr.remote().owner);  // ownership fixed at slice() time
+  CHECK(mr.remote().owner != 0);
+  CHECK(mr.slice(8, 8).address == buf.data() + 8);
+  CHECK_FALSE(mr.slice(9, 8).valid());
+  CHECK(mr.slice(9, 8).owner == 0);
+  CHECK_FALSE(mr.slice(~std::uint64_t{0}, 2).valid());
 }
 
 TEST_CASE("core: write, read and write_with_imm route completions to both sides") {

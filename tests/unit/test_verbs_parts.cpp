@@ -421,8 +421,7 @@ TEST_CASE("verbs options: what each work request carries, which are signaled, wh
   l.address = msg.data();
   l.length = msg.size();
   l.descriptor = &fake_mr;
-  l.provider = fabrix::provider_id::verbs;
-  l.valid = true;
+  l.owner = 1;  // a slice of some domain (below the core's checks)
   ibv_send_wr wr{};
   ibv_sge sge[1];
   vd::sq_entry e;
@@ -579,8 +578,7 @@ TEST_CASE("verbs receives: the domain's bound, peer ids, truncation, and a faile
     fabrix::local_slice s;
     s.address = in.data() + i * 16;
     s.length = 16;
-    s.provider = fabrix::provider_id::verbs;
-    s.valid = true;
+    s.owner = 1;  // a slice of some domain (below the core's checks)
     return s;
   };
   for (std::uint64_t i = 0; i < 4; ++i) CHECK(vd::post_recv(p, fabrix::op::recv(slice(i), 10 + i)) == status::ok);

@@ -72,13 +72,15 @@ inline status check_options(const operation& o) noexcept {
 
 // The remote side of a one-sided operation: a remote_key the queue pair
 // `importer` imported (checked once at import: only the range and rights
-// here), or a remote_buffer (its seal and key are the provider's to check).
+// here; import ids are process-wide and never reused, so the importer names
+// the queue pair, and with it the provider), or a remote_buffer (its seal and
+// key are the provider's to check).
 // Sets `base` to the peer's address of the region's byte 0.
 inline status check_remote(const operation& o, provider_id self, std::uint64_t importer, std::uint64_t& base) noexcept {
   std::uint64_t length = 0;
   access rights = access::local;
   if (const remote_key* k = o.remote.key) {
-    if (o.remote.buffer != nullptr || k->importer != importer || k->provider != self) return status::invalid_argument;
+    if (o.remote.buffer != nullptr || k->importer != importer) return status::invalid_argument;
     base = k->address;
     length = k->length;
     rights = k->rights;
@@ -95,8 +97,8 @@ inline status check_remote(const operation& o, provider_id self, std::uint64_t i
 }
 
 // What a queue pair checks its operations against, computed once when it
-// is made: the provider `self`, the domain `owner` (whose regions alone may
-// supply local slices), the queue pair's `importer` id (whose remote_keys
+// is made: the provider `self`, the domain `owner` (never 0; its regions
+// alone may supply local slices), the queue pair's `importer` id (whose remote_keys
 // alone it takes), the opcodes the provider's capabilities accept (a bit
 // per opcode) and its scatter-gather limit.
 struct post_rules {
@@ -135,9 +137,8 @@ inline bool common_shape_ok(const operation& o, const post_rules& rules) noexcep
     return false;
   const local_slice& l = o.local;
   const remote_key* k = o.remote.key;
-  if (!o.gather.empty() || !l.valid || l.owner != rules.owner || l.provider != rules.self) return false;
-  if (k == nullptr || o.remote.buffer != nullptr || k->importer != rules.importer || k->provider != rules.self)
-    return false;
+  if (!o.gather.empty() || l.owner != rules.owner) return false;  // owner 0: a refused slice
+  if (k == nullptr || o.remote.buffer != nullptr || k->importer != rules.importer) return false;
   return fits(o.remote.offset, o.remote.length, k->length) &&
          allows(k->rights, is_write ? access::remote_write : access::remote_read) && l.length == o.remote.length;
 }
@@ -160,15 +161,14 @@ inline status validate_all(const operation& o, const post_rules& rules) noexcept
   if (o.gather.empty()) {
     const local_slice& l = o.local;
     if (rules.max_sge < 1) return status::invalid_argument;
-    if (!l.valid) return status::out_of_range;
-    if (l.provider != rules.self || l.owner != rules.owner)
-      return status::invalid_argument;  // another provider or domain
+    if (!l.valid()) return status::out_of_range;
+    if (l.owner != rules.owner) return status::invalid_argument;  // another domain
     bytes = l.length;
   } else {
     if (o.gather.size() > rules.max_sge) return status::invalid_argument;
     for (const auto& l : o.gather) {
-      if (!l.valid) return status::out_of_range;
-      if (l.provider != rules.self || l.owner != rules.owner) return status::invalid_argument;
+      if (!l.valid()) return status::out_of_range;
+      if (l.owner != rules.owner) return status::invalid_argument;
       bytes += l.length;
     }
   }

@@ -24,6 +24,7 @@
 #include <fabrix/cuda/pointer.hpp>
 #include <fabrix/cuda/runtime.hpp>
 #include <fabrix/detail/describe_region.hpp>
+#include <fabrix/detail/domain_identity.hpp>
 #include <fabrix/domain_options.hpp>
 #include <fabrix/memory.hpp>
 #include <fabrix/remote_buffer.hpp>
@@ -37,7 +38,6 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
-#include <random>
 #include <span>
 #include <string>
 #include <vector>
@@ -96,10 +96,9 @@ class domain_impl {
             cudaMalloc(reinterpret_cast<void**>(&d->atomic_scratch), opts.max_outstanding * sizeof(unsigned long long));
         e != cudaSuccess)
       return cuda_fail(e, "cudaMalloc (atomic results)", "cuda_ipc");
-    std::random_device rd;
-    do d->nonce = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
-    while (d->nonce == 0);
-    for (auto& b : d->secret) b = static_cast<std::uint8_t>(rd());
+    const auto id = fabrix::detail::draw_domain_identity();
+    d->nonce = id.nonce;
+    d->secret = id.secret;
     d->node = node_id();
     d->host = host_name();
     char name[64];

@@ -52,8 +52,7 @@ struct staged_state {
     if (!reg) return none("registering the bounce buffer: " + reg.error().describe());
     bounce_region.emplace(std::move(*reg));
     const remote_buffer& rb = bounce_region->remote();
-    const local_slice whole{bytes.data(),      bytes.size(), bounce_region->descriptor(), rb.provider, rb.owner,
-                            memory_location{}, true};
+    const local_slice whole{bytes.data(), bytes.size(), bounce_region->descriptor(), rb.owner, memory_location{}};
     const std::size_t per_lane = config.chunk * config.depth;
     for (unsigned i = 0; i < config.operations; ++i)
       lanes.push_back(std::make_unique<lane<P, E>>(*engine, i, bytes.subspan(i * per_lane, per_lane), config.chunk,

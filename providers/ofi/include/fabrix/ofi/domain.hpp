@@ -29,6 +29,7 @@
 
 #include <fabrix/capabilities.hpp>
 #include <fabrix/detail/describe_region.hpp>
+#include <fabrix/detail/domain_identity.hpp>
 #include <fabrix/domain_options.hpp>
 #include <fabrix/memory.hpp>
 #include <fabrix/ofi/address.hpp>
@@ -45,7 +46,6 @@
 
 #include <chrono>
 #include <memory>
-#include <random>
 #include <span>
 #include <string>
 #include <vector>
@@ -76,9 +76,9 @@ class domain_impl {
     d->hmem = hmem;
     d->source = source;
     d->wakeup = opts.wakeup;
-    std::random_device rd;
-    d->nonce = ((static_cast<std::uint64_t>(rd()) << 32) ^ rd()) & ~detail::notify_tag_bit;
-    for (auto& b : d->secret) b = static_cast<std::uint8_t>(rd());
+    const auto id = fabrix::detail::draw_domain_identity(detail::notify_tag_bit);
+    d->nonce = id.nonce;
+    d->secret = id.secret;
     // Our key table (detail/key_table.hpp), after removing those of processes gone.
     detail::remove_stale_shm_regions();
     d->keys.name = detail::key_table_name(d->self.pid, d->nonce);

@@ -13,6 +13,7 @@
 
 #include <fabrix/capabilities.hpp>
 #include <fabrix/detail/describe_region.hpp>
+#include <fabrix/detail/domain_identity.hpp>
 #include <fabrix/detail/env.hpp>
 #include <fabrix/domain_options.hpp>
 #include <fabrix/memory.hpp>
@@ -34,7 +35,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <memory>
-#include <random>
 #include <span>
 #include <string>
 #include <vector>
@@ -129,9 +129,9 @@ class domain_impl {
     if ((s = ucp_dt_create_generic(&detail::recv_dt_ops, nullptr, &d->recv_dt)) != UCS_OK)
       return detail::fail(s, "ucp_dt_create_generic");
 
-    std::random_device rd;
-    d->nonce = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
-    for (auto& b : d->secret) b = static_cast<std::uint8_t>(rd());
+    const auto id = fabrix::detail::draw_domain_identity();
+    d->nonce = id.nonce;
+    d->secret = id.secret;
     // Our key table (fabrix/detail/key_table.hpp), after removing those of
     // processes gone. Best effort: without it, allocated regions take no slot.
     fabrix::detail::remove_stale_shm_regions();

@@ -7,6 +7,7 @@
 
 #include <fabrix/capabilities.hpp>
 #include <fabrix/detail/describe_region.hpp>
+#include <fabrix/detail/domain_identity.hpp>
 #include <fabrix/domain_options.hpp>
 #include <fabrix/memory.hpp>
 #include <fabrix/remote_buffer.hpp>
@@ -31,7 +32,6 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
-#include <random>
 #include <span>
 #include <string>
 #include <vector>
@@ -325,9 +325,9 @@ class domain_impl {
                                                                   : d.opts.max_inline;
     ibv_destroy_qp(probe);
 
-    std::random_device rd;
-    d.nonce = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
-    for (auto& b : d.secret) b = static_cast<std::uint8_t>(rd());
+    const auto id = fabrix::detail::draw_domain_identity();
+    d.nonce = id.nonce;
+    d.secret = id.secret;
     return {};
   }
 
