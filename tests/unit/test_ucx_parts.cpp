@@ -197,6 +197,126 @@ TEST_CASE("ucx checked requests: the target touches only live regions, in bounds
   d.remove_peer(&from);
 }
 
+TEST_CASE("ucx checked requests: answers without bytes to one peer go as one batch, settled one by one") {
+  // Target: five requests from one peer: two writes (one out of range), a
+  // fetch_add, a read, a write. The read's answer carries bytes: it goes
+  // alone and ends the batch before it.
+  ud::domain_state target(16);
+  target.nonce = 0x1111;
+  ud::peer_state from;
+  from.dom = &target;
+  from.recv_tag = 0x2222;
+  target.add_peer(&from);
+  alignas(8) std::byte mem[64] = {};
+  const auto base = reinterpret_cast<std::uintptr_t>(mem);
+  target.regions[7] = ud::region_entry{
+      base, 64, fabrix::access::remote_write | fabrix::access::remote_read | fabrix::access::remote_atomic};
+  std::byte data[8];
+  std::memset(data, 0xcd, sizeof data);
+  auto request = [&](std::uint32_t index, ud::rma_kind kind, std::uintptr_t addr) {
+    ud::rma_header h;
+    h.kind = kind;
+    h.sender = 0x2222;
+    h.epoch = 7;
+    h.address = addr;
+    h.length = 8;
+    h.operand = 1;
+    h.index = index;
+    h.seq = 100 + index;
+    const bool payload = kind == ud::rma_kind::write;
+    REQUIRE(ud::on_rma(&target, &h, sizeof h, payload ? data : nullptr, payload ? 8 : 0, nullptr) == UCS_OK);
+  };
+  request(0, ud::rma_kind::write, base);
+  request(1, ud::rma_kind::write, base + 60);  // out of range
+  request(2, ud::rma_kind::fetch_add, base + 8);
+  request(3, ud::rma_kind::read, base);
+  request(4, ud::rma_kind::write, base + 16);
+  auto pop = [&] {
+    ud::reply_slot* r = target.replies_head;
+    REQUIRE(r != nullptr);
+    target.replies_head = r->next;
+    if (!target.replies_head) target.replies_tail = nullptr;
+    ud::fold_replies(target, r);
+    return r;
+  };
+  ud::reply_slot* batch = pop();
+  CHECK(batch->h.magic == ud::replies_magic);
+  REQUIRE(batch->h.index == 3);
+  REQUIRE(batch->data.size() == 3 * sizeof(ud::rma_reply_entry));
+  ud::rma_reply_entry e[3];
+  std::memcpy(e, batch->data.data(), sizeof e);
+  for (std::uint32_t i = 0; i < 3; ++i) {
+    CHECK(e[i].index == i);
+    CHECK(e[i].seq == 100 + i);
+  }
+  CHECK(static_cast<status>(e[0].result) == status::ok);
+  CHECK(static_cast<status>(e[1].result) == status::out_of_range);
+  CHECK(static_cast<status>(e[2].result) == status::ok);
+  ud::reply_slot* read = pop();
+  CHECK(read->h.magic == ud::reply_magic);
+  CHECK(read->data.size() == 8);
+  ud::reply_slot* last = pop();
+  CHECK(last->h.magic == ud::reply_magic);  // a run of one stays as it is
+  CHECK(last->h.index == 4);
+  CHECK(target.replies_head == nullptr);
+
+  // Initiator: the batch settles ops 0-2, each with its own status and value.
+  ud::domain_state init(16);
+  init.nonce = 0x2222;
+  ud::peer_state to;
+  to.dom = &init;
+  to.recv_tag = 0x1111;
+  init.add_peer(&to);
+  std::uint64_t old_value = 99;
+  ud::op_slot* ops = init.ops.begin();
+  auto arm = [&](std::uint32_t i, ud::rma_kind kind) {
+    ops[i].in_use = true;
+    ops[i].seq = 100 + i;
+    ops[i].awaiting_reply = true;
+    ops[i].peer = &to;
+    ops[i].pending = 2;  // the reply and one more: settling does not complete the op here
+    ops[i].rma.kind = kind;
+    ops[i].remote_status = status::ok;
+  };
+  arm(0, ud::rma_kind::write);
+  arm(1, ud::rma_kind::write);
+  arm(2, ud::rma_kind::fetch_add);
+  ops[2].nlocal = 1;
+  ops[2].local[0].buffer = &old_value;
+  ops[2].local[0].length = 8;
+  CHECK(ud::on_rma_reply(&init, &batch->h, sizeof batch->h, batch->data.data(), batch->data.size(), nullptr) == UCS_OK);
+  for (std::uint32_t i = 0; i < 3; ++i) {
+    CHECK_FALSE(ops[i].awaiting_reply);
+    CHECK(ops[i].pending == 1);
+  }
+  CHECK(ops[0].remote_status == status::ok);
+  CHECK(ops[1].remote_status == status::out_of_range);
+  CHECK(old_value == 0);  // the word's value before the add
+  CHECK(init.dropped_requests == 0);
+
+  // Malformed batches are dropped whole and counted; an entry that names no
+  // op waiting for it (answered already, wrong seq) is dropped alone.
+  arm(5, ud::rma_kind::write);
+  ud::rma_reply_header h = batch->h;
+  CHECK(ud::on_rma_reply(&init, &h, sizeof h, batch->data.data(), batch->data.size() - 1, nullptr) == UCS_OK);
+  h.index = static_cast<std::uint32_t>(ud::max_batched_replies + 1);
+  std::vector<std::byte> many((ud::max_batched_replies + 1) * sizeof(ud::rma_reply_entry));
+  CHECK(ud::on_rma_reply(&init, &h, sizeof h, many.data(), many.size(), nullptr) == UCS_OK);
+  CHECK(init.dropped_requests == 2);
+  ud::rma_reply_entry mixed[2];
+  mixed[0] = e[0];  // op 0 was answered already
+  mixed[1].index = 5;
+  mixed[1].seq = 105;
+  h.index = 2;
+  CHECK(ud::on_rma_reply(&init, &h, sizeof h, mixed, sizeof mixed, nullptr) == UCS_OK);
+  CHECK(init.dropped_requests == 3);
+  CHECK_FALSE(ops[5].awaiting_reply);
+  for (std::uint32_t i : {0u, 1u, 2u, 5u}) ops[i].in_use = false;
+  for (ud::reply_slot* r : {batch, read, last}) target.give_back_reply(r);
+  init.remove_peer(&to);
+  target.remove_peer(&from);
+}
+
 TEST_CASE("ucx liveness: this process is alive; a reaped child, a zombie and a reused pid are not") {
   const ud::process_identity me = ud::self_identity();
   CHECK(me.pid == static_cast<std::uint32_t>(::getpid()));

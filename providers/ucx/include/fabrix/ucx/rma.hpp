@@ -20,6 +20,11 @@
 //   on_rma_reply <-----------------------  am_rma_reply {status, value}
 //     + a read's bytes                       (sent after progress returns)
 //
+// Answers without bytes (writes, atomics) queued for one peer in one
+// progress round go back as one AM, up to max_batched_replies of them
+// (fold_replies): over tcp, a message per answer held small writes below
+// ucx_perftest's bandwidth (perf/results/2026-12-05). A read's answer goes
+// alone.
 // A deregistered region's epoch is gone from the table: the reply says
 // stale_key and not one byte changes. The operation completes when its reply
 // is in: a write is then in place at the target (stronger than UCX's put).
@@ -97,6 +102,7 @@ inline ucs_status_t on_rma(void* arg, const void* header, size_t header_length, 
   r->h.seq = h.seq;
   r->h.sender = d->nonce;
   r->data.clear();
+  r->read = h.kind == rma_kind::read;
   const status s = check_request(*d, h, length);
   if (s == status::ok) {
     auto* target = reinterpret_cast<std::byte*>(static_cast<std::uintptr_t>(h.address));
@@ -128,8 +134,45 @@ inline void on_reply_sent(void* request, ucs_status_t, void* user) {
   ucp_request_free(request);
 }
 
-// Sends the queued replies (after progress, never inside a callback). A
-// reply to a peer that failed or closed meanwhile is dropped.
+// Whether r's answer carries no bytes (a write's or an atomic's).
+inline bool batchable(const reply_slot* r) noexcept { return !r->read; }
+
+// Folds the answers queued right after `r` to the same peer, while they
+// carry no bytes, into r (at most max_batched_replies): r becomes a batch
+// (replies_magic) whose data holds one rma_reply_entry per answer, in queue
+// order. The folded slots go back to the pool. A run of one stays as it is.
+inline void fold_replies(domain_state& d, reply_slot* r) {
+  reply_slot* next = d.replies_head;
+  if (!batchable(r) || next == nullptr || next->to != r->to || !batchable(next)) return;
+  auto add = [&](const rma_reply_header& h) {
+    rma_reply_entry e;
+    e.index = h.index;
+    e.seq = h.seq;
+    e.result = h.result;
+    e.value = h.value;
+    const auto* b = reinterpret_cast<const std::byte*>(&e);
+    r->data.insert(r->data.end(), b, b + sizeof(e));
+  };
+  add(r->h);
+  std::uint32_t count = 1;
+  while (next != nullptr && next->to == r->to && batchable(next) && count < max_batched_replies) {
+    add(next->h);
+    ++count;
+    d.replies_head = next->next;
+    if (d.replies_head == nullptr) d.replies_tail = nullptr;
+    d.give_back_reply(next);
+    next = d.replies_head;
+  }
+  r->h.magic = replies_magic;
+  r->h.index = count;
+  r->h.seq = 0;
+  r->h.result = 0;
+  r->h.value = 0;
+}
+
+// Sends the queued replies (after progress, never inside a callback): each
+// run of answers without bytes to one peer as one AM (fold_replies). A reply
+// to a peer that failed or closed meanwhile is dropped.
 inline void send_replies(domain_state& d) {
   while (reply_slot* r = d.replies_head) {
     d.replies_head = r->next;
@@ -139,6 +182,7 @@ inline void send_replies(domain_state& d) {
       d.give_back_reply(r);
       continue;
     }
+    fold_replies(d, r);
     r->to = nullptr;
     ucp_request_param_t prm{};
     prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
@@ -151,24 +195,18 @@ inline void send_replies(domain_state& d) {
   }
 }
 
-// Initiator: the answer to one of our checked requests.
-inline ucs_status_t on_rma_reply(void* arg, const void* header, size_t header_length, void* data, size_t length,
-                                 const ucp_am_recv_param_t* param) {
-  auto* d = static_cast<domain_state*>(arg);
-  rma_reply_header h;
-  if (header_length != sizeof(h) || (param && (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV))) {
+// Initiator: settles our op `index` (if `seq`, `sender` and its state match)
+// with one answer: `result`, an atomic's old `value`, a read's bytes.
+inline void settle_reply(domain_state* d, std::uint64_t sender, std::uint32_t index, std::uint32_t seq,
+                         std::uint8_t result_byte, std::uint64_t value, const void* data, std::size_t length) {
+  op_slot* op = index < d->ops.capacity() ? d->ops.begin() + index : nullptr;
+  if (op == nullptr || !op->in_use || op->seq != seq || !op->awaiting_reply || op->peer == nullptr ||
+      op->peer->recv_tag != sender) {
     ++d->dropped_requests;
-    return UCS_OK;
-  }
-  std::memcpy(&h, header, sizeof(h));
-  op_slot* op = h.index < d->ops.capacity() ? d->ops.begin() + h.index : nullptr;
-  if (h.magic != reply_magic || op == nullptr || !op->in_use || op->seq != h.seq || !op->awaiting_reply ||
-      op->peer == nullptr || op->peer->recv_tag != h.sender) {
-    ++d->dropped_requests;
-    return UCS_OK;
+    return;
   }
   op->awaiting_reply = false;
-  auto result = static_cast<status>(h.result);
+  auto result = static_cast<status>(result_byte);
   if (result == status::ok) {
     if (op->rma.kind == rma_kind::read) {
       if (length != op->rma.length) {
@@ -181,11 +219,38 @@ inline ucs_status_t on_rma_reply(void* arg, const void* header, size_t header_le
         }
       }
     } else if (op->rma.kind != rma_kind::write) {
-      std::memcpy(op->local[0].buffer, &h.value, 8);
+      std::memcpy(op->local[0].buffer, &value, 8);
     }
   }
   if (result != status::ok && op->remote_status == status::ok) op->remote_status = result;
   request_done(op, UCS_OK);
+}
+
+// Initiator: the answer to one of our checked requests, or a batch of them
+// (replies_magic: the data is `index` rma_reply_entry, each settled alone).
+// Anything malformed is counted and dropped.
+inline ucs_status_t on_rma_reply(void* arg, const void* header, size_t header_length, void* data, size_t length,
+                                 const ucp_am_recv_param_t* param) {
+  auto* d = static_cast<domain_state*>(arg);
+  rma_reply_header h;
+  if (header_length != sizeof(h) || (param && (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV))) {
+    ++d->dropped_requests;
+    return UCS_OK;
+  }
+  std::memcpy(&h, header, sizeof(h));
+  if (h.magic == reply_magic) {
+    settle_reply(d, h.sender, h.index, h.seq, h.result, h.value, data, length);
+  } else if (h.magic == replies_magic && h.index <= max_batched_replies &&
+             length == std::size_t{h.index} * sizeof(rma_reply_entry)) {
+    const auto* bytes = static_cast<const std::byte*>(data);
+    for (std::uint32_t i = 0; i < h.index; ++i) {
+      rma_reply_entry e;
+      std::memcpy(&e, bytes + i * sizeof(e), sizeof(e));
+      settle_reply(d, h.sender, e.index, e.seq, e.result, e.value, nullptr, 0);
+    }
+  } else {
+    ++d->dropped_requests;
+  }
   return UCS_OK;
 }
 

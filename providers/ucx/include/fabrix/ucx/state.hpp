@@ -52,9 +52,10 @@ inline constexpr std::uint32_t key_slot_of(std::uint64_t epoch) noexcept {
   return static_cast<std::uint32_t>((epoch & key_slot_mask) >> key_slot_shift);
 }
 inline constexpr std::uint32_t unknown_peer = completion::unknown_peer;
-inline constexpr std::uint32_t notify_magic = 0x46425849;  // "FBXI"
-inline constexpr std::uint32_t rma_magic = 0x46425852;     // "FBXR"
-inline constexpr std::uint32_t reply_magic = 0x46425841;   // "FBXA"
+inline constexpr std::uint32_t notify_magic = 0x46425849;   // "FBXI"
+inline constexpr std::uint32_t rma_magic = 0x46425852;      // "FBXR"
+inline constexpr std::uint32_t reply_magic = 0x46425841;    // "FBXA"
+inline constexpr std::uint32_t replies_magic = 0x46425842;  // "FBXB": several answers in one AM
 
 // The whole payload of a write_with_imm notification (an AM header).
 struct notify_header {
@@ -90,6 +91,18 @@ struct rma_reply_header {
   std::uint64_t value = 0;   // atomics: the old value
 };
 
+// One answer inside a batch: the header's magic is replies_magic, its index
+// the number of entries, and the AM's data that many of these (answers
+// without bytes only: writes and atomics; a read's answer goes alone).
+struct rma_reply_entry {
+  std::uint32_t index = 0;
+  std::uint32_t seq = 0;
+  std::uint8_t result = 0;
+  std::uint8_t pad[7] = {};
+  std::uint64_t value = 0;
+};
+inline constexpr std::size_t max_batched_replies = 64;
+
 // A live registration as the target sees it: what a checked request may touch.
 struct region_entry {
   std::uintptr_t address = 0;
@@ -103,8 +116,11 @@ struct region_entry {
 struct reply_slot {
   rma_reply_header h{};
   domain_state* dom = nullptr;
-  peer_state* to = nullptr;     // while queued
-  std::vector<std::byte> data;  // a read's bytes, copied out of the region when the request was checked
+  peer_state* to = nullptr;  // while queued
+  // A read's bytes, copied out of the region when the request was checked;
+  // or a batch's rma_reply_entry array (send_replies).
+  std::vector<std::byte> data;
+  bool read = false;  // answers a read: sent alone, with its bytes
   reply_slot* next = nullptr;
 };
 
