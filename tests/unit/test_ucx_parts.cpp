@@ -126,13 +126,21 @@ TEST_CASE("ucx direct registration: UCX_IB_REG_METHODS=direct only around ucp_in
   ::unsetenv("UCX_IB_REG_METHODS");
 }
 
+namespace {
+// A domain state named `nonce`, with `p` as its queue pair to the peer
+// whose domain is `peer_nonce` (what the checked-request handlers look up).
+void link_peer(ud::domain_state& d, ud::peer_state& p, std::uint64_t nonce, std::uint64_t peer_nonce) {
+  d.nonce = nonce;
+  p.dom = &d;
+  p.recv_tag = peer_nonce;
+  d.add_peer(&p);
+}
+}  // namespace
+
 TEST_CASE("ucx checked requests: the target touches only live regions, in bounds, with the right") {
   ud::domain_state d(16);
-  d.nonce = 0x1111;
   ud::peer_state from;
-  from.dom = &d;
-  from.recv_tag = 0x2222;
-  d.add_peer(&from);
+  link_peer(d, from, 0x1111, 0x2222);
   alignas(8) std::byte mem[64] = {};
   const auto base = reinterpret_cast<std::uintptr_t>(mem);
   d.regions[7] = ud::region_entry{base, 64, fabrix::access::remote_write | fabrix::access::remote_atomic};
@@ -202,11 +210,8 @@ TEST_CASE("ucx checked requests: answers without bytes to one peer go as one bat
   // fetch_add, a read, a write. The read's answer carries bytes: it goes
   // alone and ends the batch before it.
   ud::domain_state target(16);
-  target.nonce = 0x1111;
   ud::peer_state from;
-  from.dom = &target;
-  from.recv_tag = 0x2222;
-  target.add_peer(&from);
+  link_peer(target, from, 0x1111, 0x2222);
   alignas(8) std::byte mem[64] = {};
   const auto base = reinterpret_cast<std::uintptr_t>(mem);
   target.regions[7] = ud::region_entry{
@@ -262,11 +267,8 @@ TEST_CASE("ucx checked requests: answers without bytes to one peer go as one bat
 
   // Initiator: the batch settles ops 0-2, each with its own status and value.
   ud::domain_state init(16);
-  init.nonce = 0x2222;
   ud::peer_state to;
-  to.dom = &init;
-  to.recv_tag = 0x1111;
-  init.add_peer(&to);
+  link_peer(init, to, 0x2222, 0x1111);
   std::uint64_t old_value = 99;
   ud::op_slot* ops = init.ops.begin();
   auto arm = [&](std::uint32_t i, ud::rma_kind kind) {
