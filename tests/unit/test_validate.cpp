@@ -27,11 +27,13 @@ constexpr std::uint64_t importer = 77;
 
 // Each way to spoil (or vary) one field of a valid operation.
 using change = void (*)(operation&, local_slice&, remote_key&);
-const std::array<change, 23> changes = {
+const std::array<change, 25> changes = {
     [](operation&, local_slice&, remote_key&) {},
     [](operation& o, local_slice&, remote_key&) { o.code = opcode::read; },
     [](operation& o, local_slice&, remote_key&) { o.code = opcode::fetch_add; },
     [](operation& o, local_slice&, remote_key&) { o.code = opcode::send; },
+    [](operation& o, local_slice&, remote_key&) { o.code = opcode::recv; },
+    [](operation& o, local_slice&, remote_key&) { o.code = opcode::flush; },
     [](operation& o, local_slice&, remote_key&) { o.code = static_cast<opcode>(200); },
     [](operation& o, local_slice&, remote_key&) { o.options = op_options::unsignaled; },
     [](operation& o, local_slice&, remote_key&) { o.options = op_options::delivered | op_options::unsignaled; },
@@ -61,8 +63,10 @@ TEST_CASE("validate: the quick check passes only what the full check passes, and
   no_rma.rma = false;
   fabrix::capabilities no_sge;
   no_sge.max_sge = 0;
+  fabrix::capabilities no_messages;
+  no_messages.send_recv = false;
   int common = 0;
-  for (const auto& caps : {full_caps, no_rma, no_sge}) {
+  for (const auto& caps : {full_caps, no_rma, no_sge, no_messages}) {
     const post_rules rules(provider_id::ucx, owner, importer, caps);
     for (const change& first : changes) {
       for (const change& second : changes) {
@@ -93,4 +97,20 @@ TEST_CASE("validate: the quick check passes only what the full check passes, and
   // The untouched write, the read, and their unsignaled / delivered forms,
   // under the full capabilities, take the quick path.
   CHECK(common >= 6);
+
+  // So do a plain send and recv, and an unsignaled send; not an unsignaled
+  // recv (refused), nor a message where the provider has none.
+  const post_rules rules(provider_id::ucx, owner, importer, full_caps);
+  std::array<std::byte, 16> bytes{};
+  const local_slice l{bytes.data(), 8, nullptr, owner, {}};
+  CHECK(fabrix::detail::common_shape_ok(fabrix::op::send(l, 1), rules));
+  CHECK(fabrix::detail::common_shape_ok(fabrix::op::recv(l, 1), rules));
+  CHECK(fabrix::detail::common_shape_ok(fabrix::op::send(l, 1, op_options::unsignaled), rules));
+  operation unsignaled_recv = fabrix::op::recv(l, 1);
+  unsignaled_recv.options = op_options::unsignaled;
+  CHECK_FALSE(fabrix::detail::common_shape_ok(unsignaled_recv, rules));
+  CHECK(fabrix::detail::validate(unsignaled_recv, rules) == status::invalid_argument);
+  const post_rules silent(provider_id::ucx, owner, importer, no_messages);
+  CHECK_FALSE(fabrix::detail::common_shape_ok(fabrix::op::send(l, 1), silent));
+  CHECK(fabrix::detail::validate(fabrix::op::send(l, 1), silent) == status::unsupported);
 }

@@ -109,28 +109,47 @@ struct post_rules {
   std::uint32_t max_sge = 0;
 
   // write and read, where accepted with one local slice: the opcodes
-  // common_shape_ok may pass.
+  // common_shape_ok may pass; send and recv likewise, for message_shape_ok.
   std::uint32_t common = 0;
+  std::uint32_t messages = 0;
 
   post_rules(provider_id self_, std::uint64_t owner_, std::uint64_t importer_, const capabilities& caps) noexcept
       : self(self_), owner(owner_), importer(importer_), max_sge(caps.max_sge) {
     for (auto op : {opcode::write, opcode::read, opcode::write_with_imm, opcode::fetch_add, opcode::compare_swap,
                     opcode::send, opcode::recv, opcode::flush})
       if (check_caps(op, caps) == status::ok) accepted |= bit(op);
-    if (max_sge >= 1) common = accepted & (bit(opcode::write) | bit(opcode::read));
+    if (max_sge >= 1) {
+      common = accepted & (bit(opcode::write) | bit(opcode::read));
+      messages = accepted & (bit(opcode::send) | bit(opcode::recv));
+    }
   }
   static constexpr std::uint32_t bit(opcode op) noexcept { return 1u << static_cast<unsigned>(op); }
 };
 
+// Whether `o` is a send or recv of one local slice of the rules' domain
+// where the provider takes them, with options at most unsignaled and
+// delivered (a send) or none (a recv): what validate_all() passes for
+// messages, in a few compares.
+inline bool message_shape_ok(const operation& o, const post_rules& rules) noexcept {
+  const bool is_send = o.code == opcode::send;
+  if (!is_send && o.code != opcode::recv) return false;
+  if ((rules.messages & post_rules::bit(o.code)) == 0) return false;
+  constexpr auto plain = static_cast<std::uint8_t>(op_options::unsignaled | op_options::delivered);
+  if (o.options != op_options::none &&
+      (!is_send || o.flags != 0 || (static_cast<std::uint8_t>(o.options) & ~plain) != 0))
+    return false;
+  return o.gather.empty() && o.local.owner == rules.owner;  // owner 0: a refused slice
+}
+
 // Whether `o` has the shape most operations have and passes every check
 // validate() would make: a write or read of one valid local slice of the
 // rules' domain through a remote_key the rules' queue pair imported, in
-// range, with the rights, options at most unsignaled and delivered. One run
-// of compares, no loop and no switch. False says only "not this shape, or
+// range, with the rights, options at most unsignaled and delivered; or a
+// message (message_shape_ok). One run of compares, no loop and no switch. False says only "not this shape, or
 // not valid": validate_all() then decides, and gives the error.
 inline bool common_shape_ok(const operation& o, const post_rules& rules) noexcept {
   const bool is_write = o.code == opcode::write;
-  if (!is_write && o.code != opcode::read) return false;
+  if (!is_write && o.code != opcode::read) return message_shape_ok(o, rules);
   if ((rules.common & post_rules::bit(o.code)) == 0) return false;
   constexpr auto plain = static_cast<std::uint8_t>(op_options::unsignaled | op_options::delivered);
   if (o.options != op_options::none && (o.flags != 0 || (static_cast<std::uint8_t>(o.options) & ~plain) != 0))
