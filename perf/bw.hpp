@@ -70,8 +70,9 @@ class bw_initiator {
     const loop_shape k = shape();
     while (!stop || completed < posted) {
       if (!stop && count == 0 && (++spin & 63) == 0 && clock::now() >= deadline) stop = true;
+      auto room = [&] { return posted - completed + list <= depth; };  // for one more list
       bool pushed_back = false;
-      while (!stop && posted - completed + list <= depth) {
+      while (!stop && room()) {
         const std::uint64_t n = count ? std::min(list, count - posted) : list;
         if (n == 0) {
           stop = true;
@@ -92,7 +93,7 @@ class bw_initiator {
       // on without them: it may not post (window full, provider pushed back)
       // or has nothing left to post. Otherwise a later signaled operation
       // (one in every --cq-mod, which is at most -t) will come.
-      const bool blocked = stop || pushed_back || posted - completed + list > depth;
+      const bool blocked = stop || pushed_back || !room();
       if (k.unsignaled && signaled_out_ == 0 && flushes_ == 0 && completed < posted && blocked) retire_unsignaled();
       if (completed >= window_mark) {
         const std::uint64_t now = tc.now();

@@ -126,6 +126,14 @@ struct post_rules {
   static constexpr std::uint32_t bit(opcode op) noexcept { return 1u << static_cast<unsigned>(op); }
 };
 
+// Whether `o` takes no options, or only unsignaled and delivered on an
+// operation of the caller's own (no internal flags): the options the quick
+// checks pass.
+inline bool plain_options(const operation& o) noexcept {
+  constexpr auto plain = static_cast<std::uint8_t>(op_options::unsignaled | op_options::delivered);
+  return o.options == op_options::none || (o.flags == 0 && (static_cast<std::uint8_t>(o.options) & ~plain) == 0);
+}
+
 // Whether `o` is a send or recv of one local slice of the rules' domain
 // where the provider takes them, with options at most unsignaled and
 // delivered (a send) or none (a recv): what validate_all() passes for
@@ -134,10 +142,7 @@ inline bool message_shape_ok(const operation& o, const post_rules& rules) noexce
   const bool is_send = o.code == opcode::send;
   if (!is_send && o.code != opcode::recv) return false;
   if ((rules.messages & post_rules::bit(o.code)) == 0) return false;
-  constexpr auto plain = static_cast<std::uint8_t>(op_options::unsignaled | op_options::delivered);
-  if (o.options != op_options::none &&
-      (!is_send || o.flags != 0 || (static_cast<std::uint8_t>(o.options) & ~plain) != 0))
-    return false;
+  if (!plain_options(o) || (!is_send && o.options != op_options::none)) return false;
   return o.gather.empty() && o.local.owner == rules.owner;  // owner 0: a refused slice
 }
 
@@ -145,15 +150,14 @@ inline bool message_shape_ok(const operation& o, const post_rules& rules) noexce
 // validate() would make: a write or read of one valid local slice of the
 // rules' domain through a remote_key the rules' queue pair imported, in
 // range, with the rights, options at most unsignaled and delivered; or a
-// message (message_shape_ok). One run of compares, no loop and no switch. False says only "not this shape, or
-// not valid": validate_all() then decides, and gives the error.
+// message (message_shape_ok). One run of compares, no loop and no switch.
+// False says only "not this shape, or not valid": validate_all() then
+// decides, and gives the error.
 inline bool common_shape_ok(const operation& o, const post_rules& rules) noexcept {
   const bool is_write = o.code == opcode::write;
   if (!is_write && o.code != opcode::read) return message_shape_ok(o, rules);
   if ((rules.common & post_rules::bit(o.code)) == 0) return false;
-  constexpr auto plain = static_cast<std::uint8_t>(op_options::unsignaled | op_options::delivered);
-  if (o.options != op_options::none && (o.flags != 0 || (static_cast<std::uint8_t>(o.options) & ~plain) != 0))
-    return false;
+  if (!plain_options(o)) return false;
   const local_slice& l = o.local;
   const remote_key* k = o.remote.key;
   if (!o.gather.empty() || l.owner != rules.owner) return false;  // owner 0: a refused slice

@@ -78,6 +78,16 @@ inline void queue_reply(domain_state& d, reply_slot* r) noexcept {
   d.replies_tail = r;
 }
 
+// Copies an AM's fixed header into `h`: false (the message is malformed)
+// when its length is not sizeof(H) or it came by rendezvous, which neither
+// checked requests nor their answers use.
+template <class H>
+bool take_header(const void* header, size_t header_length, const ucp_am_recv_param_t* param, H& h) noexcept {
+  if (header_length != sizeof(h) || (param && (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV))) return false;
+  std::memcpy(&h, header, sizeof(h));
+  return true;
+}
+
 // Target: one checked request. Runs inside ucp_worker_progress; the reply is
 // sent from run_deferred. A request from a domain this one has no queue pair
 // to (nobody to answer) or a malformed one is counted and dropped.
@@ -85,11 +95,10 @@ inline ucs_status_t on_rma(void* arg, const void* header, size_t header_length, 
                            const ucp_am_recv_param_t* param) {
   auto* d = static_cast<domain_state*>(arg);
   rma_header h;
-  if (header_length != sizeof(h) || (param && (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV))) {
+  if (!take_header(header, header_length, param, h)) {
     ++d->dropped_requests;
     return UCS_OK;
   }
-  std::memcpy(&h, header, sizeof(h));
   peer_state* from = h.magic == rma_magic ? d->find_peer(h.sender) : nullptr;
   if (from == nullptr || from->failed) {
     ++d->dropped_requests;
@@ -142,32 +151,27 @@ inline bool batchable(const reply_slot* r) noexcept { return !r->read; }
 // (replies_magic) whose data holds one rma_reply_entry per answer, in queue
 // order. The folded slots go back to the pool. A run of one stays as it is.
 inline void fold_replies(domain_state& d, reply_slot* r) {
-  reply_slot* next = d.replies_head;
-  if (!batchable(r) || next == nullptr || next->to != r->to || !batchable(next)) return;
+  auto joins = [&](const reply_slot* next) { return next != nullptr && next->to == r->to && batchable(next); };
+  if (!batchable(r) || !joins(d.replies_head)) return;
   auto add = [&](const rma_reply_header& h) {
-    rma_reply_entry e;
-    e.index = h.index;
-    e.seq = h.seq;
-    e.result = h.result;
-    e.value = h.value;
+    const rma_reply_entry e = entry_of(h);
     const auto* b = reinterpret_cast<const std::byte*>(&e);
     r->data.insert(r->data.end(), b, b + sizeof(e));
   };
   add(r->h);
   std::uint32_t count = 1;
-  while (next != nullptr && next->to == r->to && batchable(next) && count < max_batched_replies) {
+  for (reply_slot* next = d.replies_head; joins(next) && count < max_batched_replies; next = d.replies_head) {
     add(next->h);
     ++count;
     d.replies_head = next->next;
     if (d.replies_head == nullptr) d.replies_tail = nullptr;
     d.give_back_reply(next);
-    next = d.replies_head;
   }
-  r->h.magic = replies_magic;
-  r->h.index = count;
-  r->h.seq = 0;
-  r->h.result = 0;
-  r->h.value = 0;
+  rma_reply_header batch;
+  batch.magic = replies_magic;
+  batch.index = count;
+  batch.sender = r->h.sender;
+  r->h = batch;
 }
 
 // Sends the queued replies (after progress, never inside a callback): each
@@ -195,18 +199,18 @@ inline void send_replies(domain_state& d) {
   }
 }
 
-// Initiator: settles our op `index` (if `seq`, `sender` and its state match)
-// with one answer: `result`, an atomic's old `value`, a read's bytes.
-inline void settle_reply(domain_state* d, std::uint64_t sender, std::uint32_t index, std::uint32_t seq,
-                         std::uint8_t result_byte, std::uint64_t value, const void* data, std::size_t length) {
-  op_slot* op = index < d->ops.capacity() ? d->ops.begin() + index : nullptr;
-  if (op == nullptr || !op->in_use || op->seq != seq || !op->awaiting_reply || op->peer == nullptr ||
+// Initiator: settles our op `e.index` (if `e.seq`, `sender` and its state
+// match) with one answer: its result, an atomic's old value, a read's bytes.
+inline void settle_reply(domain_state* d, std::uint64_t sender, const rma_reply_entry& e, const void* data,
+                         std::size_t length) {
+  op_slot* op = e.index < d->ops.capacity() ? d->ops.begin() + e.index : nullptr;
+  if (op == nullptr || !op->in_use || op->seq != e.seq || !op->awaiting_reply || op->peer == nullptr ||
       op->peer->recv_tag != sender) {
     ++d->dropped_requests;
     return;
   }
   op->awaiting_reply = false;
-  auto result = static_cast<status>(result_byte);
+  auto result = static_cast<status>(e.result);
   if (result == status::ok) {
     if (op->rma.kind == rma_kind::read) {
       if (length != op->rma.length) {
@@ -219,7 +223,7 @@ inline void settle_reply(domain_state* d, std::uint64_t sender, std::uint32_t in
         }
       }
     } else if (op->rma.kind != rma_kind::write) {
-      std::memcpy(op->local[0].buffer, &value, 8);
+      std::memcpy(op->local[0].buffer, &e.value, 8);
     }
   }
   if (result != status::ok && op->remote_status == status::ok) op->remote_status = result;
@@ -233,20 +237,19 @@ inline ucs_status_t on_rma_reply(void* arg, const void* header, size_t header_le
                                  const ucp_am_recv_param_t* param) {
   auto* d = static_cast<domain_state*>(arg);
   rma_reply_header h;
-  if (header_length != sizeof(h) || (param && (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV))) {
+  if (!take_header(header, header_length, param, h)) {
     ++d->dropped_requests;
     return UCS_OK;
   }
-  std::memcpy(&h, header, sizeof(h));
   if (h.magic == reply_magic) {
-    settle_reply(d, h.sender, h.index, h.seq, h.result, h.value, data, length);
+    settle_reply(d, h.sender, entry_of(h), data, length);
   } else if (h.magic == replies_magic && h.index <= max_batched_replies &&
              length == std::size_t{h.index} * sizeof(rma_reply_entry)) {
     const auto* bytes = static_cast<const std::byte*>(data);
     for (std::uint32_t i = 0; i < h.index; ++i) {
       rma_reply_entry e;
       std::memcpy(&e, bytes + i * sizeof(e), sizeof(e));
-      settle_reply(d, h.sender, e.index, e.seq, e.result, e.value, nullptr, 0);
+      settle_reply(d, h.sender, e, nullptr, 0);
     }
   } else {
     ++d->dropped_requests;

@@ -103,6 +103,17 @@ struct rma_reply_entry {
 };
 inline constexpr std::size_t max_batched_replies = 64;
 
+// An answer's fields as a batch carries them (and as the initiator settles
+// a single answer too).
+inline rma_reply_entry entry_of(const rma_reply_header& h) noexcept {
+  rma_reply_entry e;
+  e.index = h.index;
+  e.seq = h.seq;
+  e.result = h.result;
+  e.value = h.value;
+  return e;
+}
+
 // A live registration as the target sees it: what a checked request may touch.
 struct region_entry {
   std::uintptr_t address = 0;
