@@ -193,6 +193,7 @@ class domain_impl {
     }
     if (p->watched)
       p->peer_keys = detail::key_table_map::open(detail::key_table_name(p->identity.pid, p->nonce), false);
+    p->cma = d_->cma && p->peer_keys.mapped();
     d_->peers.push_back(p.get());
     d_->busy.reserve(d_->peers.capacity());
     return endpoint_impl(std::move(p));
@@ -213,7 +214,8 @@ class domain_impl {
     return "ofi " + version() + ", provider " + i->fabric_attr->prov_name + ", fabric " + i->fabric_attr->name +
            ", domain " + i->domain_attr->name + ", mr_mode " + detail::mr_mode_names(d_->mr_mode) + ", progress " +
            (d_->manual_progress ? "manual" : "auto") + (d_->wait_fd >= 0 ? ", wait fd" : ", no wait fd") +
-           (d_->hmem ? ", FI_HMEM" : "");
+           (d_->hmem ? ", FI_HMEM" : "") +
+           (d_->cma ? ", node-mates' host memory by CMA from " + std::to_string(d_->cma_min_bytes) + " B" : "");
   }
   static std::string version() {
     const std::uint32_t v = fi_version();
@@ -235,6 +237,8 @@ class domain_impl {
   // how many operations it has expired.
   std::chrono::milliseconds op_timeout() const noexcept { return d_->op_timeout; }
   std::uint64_t expired_operations() const noexcept { return d_->expired_operations; }
+  // Writes and reads fabrix copied itself by CMA (post.hpp, by_cma).
+  std::uint64_t cma_operations() const noexcept { return d_->cma_operations; }
 
  private:
   explicit domain_impl(std::unique_ptr<detail::domain_state> d) : d_(std::move(d)) {}

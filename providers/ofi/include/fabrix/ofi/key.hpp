@@ -30,8 +30,10 @@ struct remote_key {
   bool virt_addr = false;
   std::uint32_t slot = no_slot;
   // Not on the wire: the owner's key table confirms the remote_buffer's range
-  // and rights (post.hpp, key_for), so shm may read it itself (local reads).
+  // and rights (post.hpp, key_for), so shm may read it itself (local reads)
+  // and, when it is host memory, fabrix may copy to and from it by CMA.
   bool confirmed = false;
+  bool host = false;  // the remote_buffer says host memory (not on the wire either)
 
   // The address libfabric wants for byte `offset` of a region based at `base`.
   std::uint64_t target(std::uint64_t base, std::uint64_t offset) const noexcept {

@@ -5,7 +5,8 @@
 // fetch_add -> fi_fetch_atomic FI_SUM, compare_swap -> fi_compare_atomic
 // FI_CSWAP, both FI_UINT64; send / recv -> fi_tsendmsg / fi_trecvmsg (the tag
 // names the sending domain), a small local send -> fi_tinject (inject_send);
-// flush -> nothing to post.
+// flush -> nothing to post. Over shm, a large write or read of a node-mate's
+// confirmed host memory is fabrix's own CMA copy, complete at post (by_cma).
 //
 // Completion levels (completion.hpp). Every write, atomic and send is posted
 // with FI_DELIVERY_COMPLETE, so its completion means its data is in place at
@@ -59,7 +60,9 @@
 #include <fabrix/ofi/progress.hpp>
 #include <fabrix/ofi/state.hpp>
 
+#include <array>
 #include <cstring>
+#include <span>
 
 namespace fabrix::ofi::detail {
 
@@ -85,6 +88,7 @@ inline const remote_key* key_for(peer_state& p, const remote_buffer& rb) {
   auto key = decode_key(rb.key_bytes());
   if (!key) return nullptr;
   key->confirmed = p.dom->local_reads && owner_confirms(p, *key, rb);
+  key->host = rb.location.kind == memory_kind::host;
   return &p.regions.add(rb, *key)->key;
 }
 
@@ -194,6 +198,59 @@ inline status inject_send(domain_state& d, peer_state& p, const operation& o, op
   return status::ok;
 }
 
+// A write or read of at least cma_min_bytes to a node-mate's host memory
+// whose range and rights its key table confirmed (key_for), from host
+// memory, not fenced, with nothing parked before it on its queue pair and
+// room in the ring for its completion: fabrix copies it itself by CMA
+// (detail/cma.hpp) inside the access board, and it completes here, its
+// bytes in place at the target (completion_level::delivered) — no slot, no
+// libfabric call, no progress needed at the target. libfabric's shm would
+// instead send the target a command per write and wait for its answer
+// (FI_DELIVERY_COMPLETE, above); its own CMA ("fast RMA") for writes has no
+// target-side check and could complete before the target has the bytes
+// where shm turns CMA off (FI_HMEM, FI_SHM_DISABLE_CMA). A flush or fence
+// after it has nothing to wait for: it is complete when post() returns.
+inline bool by_cma(const domain_state& d, const peer_state& p, const operation& o, const target& t,
+                   op_options opts) noexcept {
+  if (!p.cma || t.key == nullptr || !t.key->confirmed || !t.key->host) return false;
+  if ((o.code != opcode::write && o.code != opcode::read) || o.remote.length < d.cma_min_bytes) return false;
+  if (has(opts, op_options::fence) || !p.parked.empty() || d.ops_in_use + d.ring.size() >= d.max_ops) return false;
+  for (const local_slice& l : o.locals())
+    if (l.location.kind != memory_kind::host) return false;
+  return true;
+}
+
+// again: nothing was copied (the region was released, the peer's domain
+// closed or its process left, or the kernel refused to attach to it, which
+// turns CMA off for the peer): the caller posts it the usual way, which gives
+// the verdict (stale_key after hold_stale, peer_unreachable) or the transfer.
+inline status post_by_cma(domain_state& d, peer_state& p, const operation& o, const target& t, op_options opts) {
+  using fabrix::detail::cma_verdict;
+  std::array<iovec, max_iov> local{};
+  std::size_t n = 0;
+  for (const local_slice& l : o.locals()) local[n++] = iovec{l.address, static_cast<std::size_t>(l.length)};
+  const fabrix::detail::cma_target ct{&p.peer_keys, p.nonce, t.key->slot, t.epoch, p.identity.pid};
+  status s = status::ok;
+  switch (fabrix::detail::cma_under_board(d.keys.map, ct, o.code, t.base + o.remote.offset, o.remote.length,
+                                          std::span<const iovec>(local.data(), n))) {
+    case cma_verdict::done: break;
+    case cma_verdict::fault: s = status::access_denied; break;  // not mapped on one side: no complete copy
+    case cma_verdict::not_permitted: p.cma = false; return status::again;
+    case cma_verdict::stale:
+    case cma_verdict::closed:
+    case cma_verdict::gone: return status::again;
+  }
+  ++d.cma_operations;
+  const bool unsignaled = has(opts, op_options::unsignaled);
+  if (unsignaled) ++p.finished;  // counted; a failed one's error completion goes out too
+  if (unsignaled && s == status::ok) return status::ok;
+  completion c = fabrix::detail::completion_of(o);
+  c.status = s;
+  if (s != status::ok) c.bytes = 0;
+  d.ring.push(c);
+  return status::ok;
+}
+
 inline status post_one(peer_state& p, const operation& o) {
   domain_state& d = *p.dom;
   if (p.failed) return status::peer_unreachable;
@@ -201,6 +258,9 @@ inline status post_one(peer_state& p, const operation& o) {
   target t;
   if (fabrix::detail::uses_remote(o.code) && !target_of(p, o.remote, t)) return status::invalid_argument;
   const op_options opts = fabrix::detail::options_of(o, p.defaults);
+  if (by_cma(d, p, o, t, opts)) {
+    if (const status s = post_by_cma(d, p, o, t, opts); s != status::again) return s;
+  }
   if (injectable(d, p, o, opts)) {
     if (const status s = inject_send(d, p, o, opts); s != status::again) return s;
   }

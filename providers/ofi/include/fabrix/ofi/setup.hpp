@@ -271,6 +271,23 @@ inline result<std::chrono::milliseconds> op_timeout_for(const char* prov_name) {
   return std::chrono::milliseconds(ms);
 }
 
+// fabrix's own CMA to node-mates over shm (post.hpp, by_cma):
+// FABRIX_OFI_CMA=0 turns it off; FABRIX_OFI_CMA_MIN_BYTES is the smallest
+// write or read it copies (default 16 KiB: below that, shm's commands are
+// faster while the target polls). Other providers never use it: their
+// domains may not use shared memory.
+inline result<void> cma_settings(domain_state& d, bool shm) {
+  int on = 1;
+  std::uint64_t min_bytes = fabrix::detail::default_cma_min_bytes;
+  std::string why;
+  if (!fabrix::detail::env_number("FABRIX_OFI_CMA", on, 0, 1, why) ||
+      !fabrix::detail::env_number("FABRIX_OFI_CMA_MIN_BYTES", min_bytes, 0, 1ll << 40, why, true))
+    return unexpected(status::invalid_argument, why, "ofi");
+  d.cma = shm && on == 1;
+  d.cma_min_bytes = min_bytes;
+  return {};
+}
+
 // Opens fabric, domain, CQ, AV and endpoint for d.info, and fills the
 // provider facts in `d`.
 inline result<void> open_objects(domain_state& d) {
@@ -332,6 +349,7 @@ inline result<void> open_objects(domain_state& d) {
   auto timeout = op_timeout_for(info->fabric_attr->prov_name);
   if (!timeout) return unexpected(std::move(timeout).error());
   d.op_timeout = *timeout;
+  if (auto cma = cma_settings(d, shm); !cma) return cma;
 
   auto mr = register_range(d, d.operands.get(), operand_words * slots * sizeof(std::uint64_t),
                            FI_READ | FI_WRITE | FI_SEND | FI_RECV);

@@ -6,6 +6,7 @@
 
 #include <fabrix/completion.hpp>
 #include <fabrix/detail/access_board.hpp>
+#include <fabrix/detail/cma.hpp>
 #include <fabrix/detail/completion_ring.hpp>
 #include <fabrix/detail/import_table.hpp>
 #include <fabrix/detail/intrusive_fifo.hpp>
@@ -125,9 +126,15 @@ struct domain_state {
   // waits for node-mates' boards (region.hpp).
   bool local_reads = false;
   std::vector<fabrix::detail::board_watch> boards;  // node-mates' boards, for region releases
-  bool atomics = false;                             // FI_UINT64 FI_SUM (fetch) and FI_CSWAP are valid
-  std::size_t iov_limit = 1;                        // local slices per write/read/send
-  bool cq_data_carries_length = false;              // cq_data_size >= 8: imm in the low half, length in the high half
+  // shm: writes and reads of at least cma_min_bytes to node-mates' confirmed
+  // host memory are fabrix's own CMA copies (post.hpp, by_cma).
+  // FABRIX_OFI_CMA, FABRIX_OFI_CMA_MIN_BYTES (setup.hpp).
+  bool cma = false;
+  std::uint64_t cma_min_bytes = fabrix::detail::default_cma_min_bytes;
+  std::uint64_t cma_operations = 0;     // operations done by CMA (diagnostics, tests)
+  bool atomics = false;                 // FI_UINT64 FI_SUM (fetch) and FI_CSWAP are valid
+  std::size_t iov_limit = 1;            // local slices per write/read/send
+  bool cq_data_carries_length = false;  // cq_data_size >= 8: imm in the low half, length in the high half
   // write_with_imm goes as two writes: the data, then (once delivered) a
   // zero-length write carrying the value. shm 1.17 never completes a write
   // that has both FI_REMOTE_CQ_DATA and FI_DELIVERY_COMPLETE.
@@ -275,6 +282,9 @@ struct peer_state {
   fabrix::detail::seal_key peer_secret{};  // verifies the peer's remote_buffers
   fabrix::detail::process_identity identity;
   bool watched = false;  // on this node: fabrix checks the process itself
+  // Writes and reads may go by CMA (domain_state::cma, its key table mapped);
+  // cleared when the kernel refuses to attach to the peer (EPERM).
+  bool cma = false;
   bool failed = false;
   int failure = 0;                     // FI_E* (positive) that failed it
   status failure_status = status::ok;  // what its operations complete with since

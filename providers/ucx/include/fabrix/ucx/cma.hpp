@@ -33,51 +33,20 @@
 // as UCX's own cma transport's.
 #pragma once
 
-#include <fabrix/detail/access_board.hpp>
+#include <fabrix/detail/cma.hpp>
 #include <fabrix/operation.hpp>
 #include <fabrix/status.hpp>
 #include <fabrix/ucx/state.hpp>
 
-#include <sys/types.h>
 #include <sys/uio.h>
 
 #include <array>
-#include <cerrno>
 #include <cstdint>
 
 namespace fabrix::ucx::detail {
 
 inline void* slice_address(const local_slice& l) noexcept { return l.address; }
 inline void* slice_address(const ucp_dt_iov_t& l) noexcept { return l.buffer; }
-
-enum class cma_result : std::uint8_t {
-  done,
-  not_permitted,  // EPERM: this peer cannot be attached here; use checked requests
-  gone,           // ESRCH: the target process has exited
-  fault,          // EFAULT, or a partial copy: memory not mapped on one side
-};
-
-// One process_vm_writev (write) or process_vm_readv (read) between the
-// local slices and `length` bytes at `raddr` in process `pid`.
-template <class Slices>
-inline cma_result cma_copy(std::uint32_t pid, opcode code, std::uint64_t raddr, std::uint64_t length,
-                           const Slices& slices) noexcept {
-  std::array<iovec, 16> local{};
-  unsigned n = 0;
-  for (const auto& l : slices) {
-    if (n == local.size()) return cma_result::fault;  // validate.hpp bounds slices by caps().max_sge (16)
-    local[n++] = iovec{slice_address(l), l.length};
-  }
-  if (length == 0) return cma_result::done;
-  const iovec remote{reinterpret_cast<void*>(static_cast<std::uintptr_t>(raddr)), length};
-  const auto tid = static_cast<pid_t>(pid);
-  const ssize_t got = code == opcode::read ? ::process_vm_readv(tid, local.data(), n, &remote, 1, 0)
-                                           : ::process_vm_writev(tid, local.data(), n, &remote, 1, 0);
-  if (got >= 0) return static_cast<std::uint64_t>(got) == length ? cma_result::done : cma_result::fault;
-  if (errno == EPERM) return cma_result::not_permitted;
-  if (errno == ESRCH) return cma_result::gone;
-  return cma_result::fault;
-}
 
 // Whether an operation of `code` and `length` bytes through `e` goes by CMA
 // now. Smaller ones than domain_state::cma_min_bytes go as checked requests:
@@ -89,27 +58,31 @@ inline bool by_cma(const peer_state& p, const rkey_cache::entry& e, opcode code,
          (code == opcode::write || code == opcode::read || code == opcode::write_with_imm);
 }
 
-// The operation: the board handshake around one copy. status::ok, or what
-// the operation completes with; status::again: the kernel refused the peer
-// (p.cma is now false): carry this operation as a checked request instead.
+// The operation: the board handshake around one copy (detail/cma.hpp).
+// status::ok, or what the operation completes with; status::again: the
+// kernel refused the peer (p.cma is now false): carry this operation as a
+// checked request instead.
 template <class Slices>
 inline status cma_operation(peer_state& p, const rkey_cache::entry& e, opcode code, std::uint64_t roffset,
                             std::uint64_t length, const Slices& slices) noexcept {
-  using fabrix::detail::board_verdict;
+  using fabrix::detail::cma_verdict;
+  std::array<iovec, 16> local{};
+  std::size_t n = 0;
+  for (const auto& l : slices) {
+    if (n == local.size()) return status::access_denied;  // validate.hpp bounds slices by caps().max_sge (16)
+    local[n++] = iovec{slice_address(l), l.length};
+  }
   domain_state& d = *p.dom;
   const std::uint64_t epoch = e.verified.epoch;
-  switch (fabrix::detail::board_enter(d.keys.map, p.peer_keys, p.recv_tag, key_slot_of(epoch), epoch)) {
-    case board_verdict::go: break;
-    case board_verdict::stale: return status::stale_key;
-    case board_verdict::closed: return status::peer_unreachable;
-  }
-  const cma_result r = cma_copy(p.identity.pid, code, e.verified.address + roffset, length, slices);
-  fabrix::detail::board_leave(d.keys.map);
-  switch (r) {
-    case cma_result::done: return status::ok;
-    case cma_result::not_permitted: p.cma = false; return status::again;
-    case cma_result::gone: return status::peer_unreachable;
-    case cma_result::fault: return status::access_denied;
+  const fabrix::detail::cma_target t{&p.peer_keys, p.recv_tag, key_slot_of(epoch), epoch, p.identity.pid};
+  switch (fabrix::detail::cma_under_board(d.keys.map, t, code, e.verified.address + roffset, length,
+                                          std::span<const iovec>(local.data(), n))) {
+    case cma_verdict::done: return status::ok;
+    case cma_verdict::stale: return status::stale_key;
+    case cma_verdict::closed:
+    case cma_verdict::gone: return status::peer_unreachable;
+    case cma_verdict::not_permitted: p.cma = false; return status::again;
+    case cma_verdict::fault: return status::access_denied;
   }
   return status::provider_error;
 }

@@ -65,7 +65,7 @@ class domain_impl {
       return unexpected(status::invalid_argument, "max_outstanding must fit in 32 bits", "ucx");
     std::string why;
     int cma = 1;  // cma.hpp
-    std::uint64_t cma_min_bytes = 16 * 1024;
+    std::uint64_t cma_min_bytes = fabrix::detail::default_cma_min_bytes;
     if (!fabrix::detail::env_number("FABRIX_UCX_CMA", cma, 0, 1, why) ||
         !fabrix::detail::env_number("FABRIX_UCX_CMA_MIN_BYTES", cma_min_bytes, 0, 1ll << 40, why, true))
       return unexpected(status::invalid_argument, why, "ucx");

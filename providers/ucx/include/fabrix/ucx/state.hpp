@@ -5,6 +5,7 @@
 
 #include <fabrix/completion.hpp>
 #include <fabrix/detail/access_board.hpp>
+#include <fabrix/detail/cma.hpp>
 #include <fabrix/detail/completion_ring.hpp>
 #include <fabrix/detail/import_table.hpp>
 #include <fabrix/detail/intrusive_fifo.hpp>
@@ -240,7 +241,8 @@ struct domain_state {
   // boards of this user's domains on this node, as the last region release
   // found them (access_board.hpp: scan_boards): a release waits on them.
   bool cma = false;
-  std::uint64_t cma_min_bytes = 16 * 1024;  // smaller writes and reads: checked requests (cma.hpp: by_cma)
+  // Smaller writes and reads go as checked requests (cma.hpp: by_cma).
+  std::uint64_t cma_min_bytes = fabrix::detail::default_cma_min_bytes;
   std::vector<fabrix::detail::board_watch> boards;
   std::string transport;  // UCX_TLS in force, for describe()
   // ucp_context_query lists UCS_MEMORY_TYPE_CUDA: this UCX build (its cuda
