@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Message rate of 8-byte writes over UCX shared memory (issue 16's first
-target): fabrix-perf with post lists of 32, signaled and --unsignaled
-(operations on imported keys, the default), and --unsignaled with
+target): fabrix-perf with post lists of 32, signaled (--cq-mod 1: a
+completion per write), fabrix-perf's default (--cq-mod 100, as perftest)
+and --unsignaled (operations on imported keys, the default), and --unsignaled with
 --remote-keys buffer (a key lookup per operation), against ucx_perftest
 ucp_put_bw -s 8, interleaved (the order reverses every other round). Prints each round and the median of per-round ratios.
   python3 perf/msgrate.py [ITERATIONS=2000000] [ROUNDS=5] [FABRIX_PERF]"""
@@ -13,9 +14,9 @@ PAIRS=int(sys.argv[2]) if len(sys.argv)>2 else 5
 env=dict(os.environ, UCX_TLS="sysv,posix,cma", UCX_WARN_UNUSED_ENV_VARS="n")
 def port():
     s=socket.socket(); s.bind(("127.0.0.1",0)); p=s.getsockname()[1]; s.close(); return p
-def fabrix(unsig, keys="import"):
+def fabrix(unsig, keys="import", cq_mod=None):
     out=os.path.join(OUT, f"f{int(time.time()*1000)}.json")
-    cmd=[FP,"--loopback","--provider","ucx","--transport","sysv,posix,cma","write","bw","-s","8","-l","32","-n",str(N),"--out_json",out,"--remote-keys",keys]+(["--unsignaled"] if unsig else [])
+    cmd=[FP,"--loopback","--provider","ucx","--transport","sysv,posix,cma","write","bw","-s","8","-l","32","-n",str(N),"--out_json",out,"--remote-keys",keys]+(["--unsignaled"] if unsig else [])+(["--cq-mod",str(cq_mod)] if cq_mod else [])
     subprocess.run(cmd,env=env,check=True,capture_output=True,timeout=300)
     d=json.load(open(out)); return d["results"][0]["msg_rate_Mpps"]
 def perftest():
@@ -31,12 +32,12 @@ def perftest():
     return float(f[-1])/1e6
 rows=[]
 for i in range(PAIRS):
-    seq=[("sig",lambda:fabrix(False)),("unsig",lambda:fabrix(True)),("unsig-buffer",lambda:fabrix(True,"buffer")),
+    seq=[("sig",lambda:fabrix(False,cq_mod=1)),("default",lambda:fabrix(False)),("unsig",lambda:fabrix(True)),("unsig-buffer",lambda:fabrix(True,"buffer")),
          ("raw",perftest)]
     if i%2: seq.reverse()
     r={k:f() for k,f in seq}
     r["load"]=open("/proc/loadavg").read().split()[0]
     rows.append(r); print(r, flush=True)
-for k in ("sig","unsig","unsig-buffer"):
+for k in ("sig","default","unsig","unsig-buffer"):
     ratios=[r[k]/r["raw"] for r in rows]
     print(k, "median ratio %.2f min %.2f max %.2f; fabrix median %.1f M/s; raw median %.1f M/s"%(statistics.median(ratios),min(ratios),max(ratios),statistics.median(r[k] for r in rows),statistics.median(r["raw"] for r in rows)))

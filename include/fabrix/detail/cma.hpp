@@ -30,9 +30,9 @@
 
 namespace fabrix::detail {
 
-// The default of the providers' smallest write or read by CMA: below it the
-// transport's own path is faster while the target polls (a system call costs
-// ~1.5 us here; providers/ucx/README.md, providers/ofi/README.md).
+// The UCX provider's default smallest write or read by CMA: below it UCX's
+// shared-memory path is faster while the target polls (a system call costs
+// ~1.5 us here; providers/ucx/README.md). The ofi provider's is 0 (setup.hpp).
 inline constexpr std::uint64_t default_cma_min_bytes = 16 * 1024;
 
 enum class cma_result : std::uint8_t {

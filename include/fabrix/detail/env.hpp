@@ -34,7 +34,7 @@ inline constexpr env_var env_vars[] = {
     {"FABRIX_JOB_TOKEN", "bootstrap", "the job's shared secret (default: derived from the launcher's job id)"},
     {"FABRIX_NODE_ID", "core", "which processes count as one node (default: host name and network namespace)"},
     {"FABRIX_OFI_CMA", "ofi", "0: shm writes and reads of node-mates' host memory never by fabrix's CMA (default 1)"},
-    {"FABRIX_OFI_CMA_MIN_BYTES", "ofi", "smallest shm write or read by CMA, k/m/g suffixes (default 16k)"},
+    {"FABRIX_OFI_CMA_MIN_BYTES", "ofi", "smallest shm write or read by CMA, k/m/g suffixes (default 0)"},
     {"FABRIX_OFI_HMEM", "ofi", "ask libfabric for FI_HMEM: 0 never, 1 always (default: where libcuda loads)"},
     {"FABRIX_OFI_NOTIFY_BY_MESSAGE", "ofi", "1: write_with_imm notifies by message even where CQ data would do"},
     {"FABRIX_OFI_OP_TIMEOUT_MS", "ofi", "ms an RMA or atomic may stay in flight, 0 never (default: shm 10000)"},

@@ -5,7 +5,7 @@
 // fetch_add -> fi_fetch_atomic FI_SUM, compare_swap -> fi_compare_atomic
 // FI_CSWAP, both FI_UINT64; send / recv -> fi_tsendmsg / fi_trecvmsg (the tag
 // names the sending domain), a small local send -> fi_tinject (inject_send);
-// flush -> nothing to post. Over shm, a large write or read of a node-mate's
+// flush -> nothing to post. Over shm, a write or read of a node-mate's
 // confirmed host memory is fabrix's own CMA copy, complete at post (by_cma).
 //
 // Completion levels (completion.hpp). Every write, atomic and send is posted
@@ -18,8 +18,15 @@
 // remote_read rights on some live region of the peer (a refused RMA makes
 // shm drop it unanswered and tcp;ofi_rxm drop the connection), shm never
 // completes a zero-length FI_DELIVERY_COMPLETE write, and shm declares no
-// RAW/WAW order. So a local write is delivered too, and errors (stale key,
-// refused key, peer death) keep arriving on the operation itself.
+// RAW/WAW order. tcp;ofi_rxm does declare them, so there a flush could be a
+// read of a small region of fabrix's own registered at every peer, ordered
+// after the writes; but a write the target refuses (a region released while
+// writes to it are in flight from another node, where no key table warns)
+// makes the target drop the connection, and rxm opens a new one for the
+// next operation without a word: the write completed at local, the flush's
+// read succeeds on the new connection, and the lost write is never reported.
+// So a local write is delivered too, and errors (stale key, refused key,
+// peer death) keep arriving on the operation itself.
 //
 // Options, as detail::options_of gives them once per operation (fill_slot):
 //   unsignaled: posted like any other (the slot still receives libfabric's
@@ -198,7 +205,7 @@ inline status inject_send(domain_state& d, peer_state& p, const operation& o, op
   return status::ok;
 }
 
-// A write or read of at least cma_min_bytes to a node-mate's host memory
+// A write or read of at least cma_min_bytes (default: any) to a node-mate's host memory
 // whose range and rights its key table confirmed (key_for), from host
 // memory, not fenced, with nothing parked before it on its queue pair and
 // room in the ring for its completion: fabrix copies it itself by CMA

@@ -273,12 +273,13 @@ inline result<std::chrono::milliseconds> op_timeout_for(const char* prov_name) {
 
 // fabrix's own CMA to node-mates over shm (post.hpp, by_cma):
 // FABRIX_OFI_CMA=0 turns it off; FABRIX_OFI_CMA_MIN_BYTES is the smallest
-// write or read it copies (default 16 KiB: below that, shm's commands are
-// faster while the target polls). Other providers never use it: their
-// domains may not use shared memory.
+// write or read it copies (default 0, every size: unlike UCX's shared-memory
+// queues, shm's commands were no faster at any size, 8 B to 16 KiB, even
+// with the target polling; providers/ofi/README.md). Other providers never
+// use it: their domains may not use shared memory.
 inline result<void> cma_settings(domain_state& d, bool shm) {
   int on = 1;
-  std::uint64_t min_bytes = fabrix::detail::default_cma_min_bytes;
+  std::uint64_t min_bytes = 0;
   std::string why;
   if (!fabrix::detail::env_number("FABRIX_OFI_CMA", on, 0, 1, why) ||
       !fabrix::detail::env_number("FABRIX_OFI_CMA_MIN_BYTES", min_bytes, 0, 1ll << 40, why, true))

@@ -130,7 +130,7 @@ struct domain_state {
   // host memory are fabrix's own CMA copies (post.hpp, by_cma).
   // FABRIX_OFI_CMA, FABRIX_OFI_CMA_MIN_BYTES (setup.hpp).
   bool cma = false;
-  std::uint64_t cma_min_bytes = fabrix::detail::default_cma_min_bytes;
+  std::uint64_t cma_min_bytes = 0;
   std::uint64_t cma_operations = 0;     // operations done by CMA (diagnostics, tests)
   bool atomics = false;                 // FI_UINT64 FI_SUM (fetch) and FI_CSWAP are valid
   std::size_t iov_limit = 1;            // local slices per write/read/send
