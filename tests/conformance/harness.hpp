@@ -48,6 +48,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <span>
@@ -445,6 +446,58 @@ inline std::size_t first_mismatch(const std::byte* p, std::size_t n, std::uint64
   for (std::size_t i = 0; i < n; ++i)
     if (p[i] != pattern(seed, i)) return i;
   return n;
+}
+
+// The completion of `token`, polling `dom` (a fabrix::domain of any
+// provider) for at most `limit`; nullopt when it did not come. Other
+// completions polled meanwhile are dropped.
+template <class Domain>
+std::optional<fabrix::completion> await_token(Domain& dom, std::uint64_t token,
+                                              std::chrono::milliseconds limit = std::chrono::seconds(10)) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  fabrix::completion c[8];
+  while (std::chrono::steady_clock::now() < until) {
+    const std::size_t n = dom.poll(c);
+    for (std::size_t i = 0; i < n; ++i)
+      if (c[i].token == token) return c[i];
+  }
+  return std::nullopt;
+}
+
+// Sets an environment variable for the life of the guard, then restores it.
+class scoped_env {
+ public:
+  scoped_env(const char* name, const char* value) : name_(name) {
+    if (const char* v = std::getenv(name)) saved_ = v;
+    if (value)
+      ::setenv(name, value, 1);
+    else
+      ::unsetenv(name);
+  }
+  scoped_env(const scoped_env&) = delete;
+  scoped_env& operator=(const scoped_env&) = delete;
+  ~scoped_env() {
+    if (saved_)
+      ::setenv(name_, saved_->c_str(), 1);
+    else
+      ::unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> saved_;
+};
+
+// Each of `bad`, as the value of `name`, makes `open()` (a domain's create)
+// fail with invalid_argument. Runs in the doctest process (no ranks).
+template <class Open>
+void check_env_refused(const char* name, std::initializer_list<const char*> bad, Open open) {
+  for (const char* value : bad) {
+    const scoped_env set(name, value);
+    auto dom = open();
+    CHECK_MESSAGE(!dom, name << "=" << value);
+    if (!dom) CHECK(dom.code() == fabrix::status::invalid_argument);
+  }
 }
 
 }  // namespace fxt

@@ -17,7 +17,6 @@
 
 #include <fabrix/ofi.hpp>
 
-#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -26,41 +25,6 @@ using fabrix::access;
 using fabrix::status;
 
 namespace {
-
-using ofi_domain = fabrix::domain<fabrix::ofi::provider>;
-
-// The completion of `token`, or nullopt after `limit` of polling.
-std::optional<fabrix::completion> await_token(ofi_domain& dom, std::uint64_t token,
-                                              std::chrono::milliseconds limit = std::chrono::seconds(10)) {
-  const auto until = std::chrono::steady_clock::now() + limit;
-  fabrix::completion c[8];
-  while (std::chrono::steady_clock::now() < until) {
-    const std::size_t n = dom.poll(c);
-    for (std::size_t i = 0; i < n; ++i)
-      if (c[i].token == token) return c[i];
-  }
-  return std::nullopt;
-}
-
-// Restores an environment variable when it goes out of scope.
-class env_guard {
- public:
-  explicit env_guard(const char* name) : name_(name) {
-    if (const char* v = std::getenv(name)) saved_ = v;
-  }
-  env_guard(const env_guard&) = delete;
-  env_guard& operator=(const env_guard&) = delete;
-  ~env_guard() {
-    if (saved_)
-      ::setenv(name_, saved_->c_str(), 1);
-    else
-      ::unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> saved_;
-};
 
 constexpr std::size_t block = 64 * 1024;
 
@@ -82,7 +46,7 @@ TEST_CASE("ofi shm: writes and reads by CMA complete with their bytes while the 
       auto& qp = qps[1];
       fxt::fill(local.data(), block, 7);
       FX_CHECK_STATUS(qp.write(ml.slice(0, block), peers[1].slice(0, block), 1), status::ok);
-      const auto w = await_token(dom, 1);
+      const auto w = fxt::await_token(dom, 1);
       FX_CHECK(w.has_value());
       FX_CHECK_STATUS(w->status, status::ok);
       FX_CHECK(w->bytes == block);
@@ -115,14 +79,14 @@ TEST_CASE("ofi shm: after the region's release returned, a CMA write fails stale
       auto key = fxt::must(qps[1].import(peers[1]), "import");
       fxt::fill(local.data(), 4096, 3);
       FX_CHECK_STATUS(qps[1].write(ml.slice(0, 4096), key.slice(0, 4096), 1), status::ok);
-      const auto first = await_token(dom, 1);
+      const auto first = fxt::await_token(dom, 1);
       FX_CHECK(first.has_value() && first->status == status::ok);
       FX_CHECK(dom.native().cma_operations() == 1);
       FX_CHECK(boot.barrier().has_value());  // rank 1 releases the region
       FX_CHECK(boot.barrier().has_value());  // released, and its bytes are the owner's again
       fxt::fill(local.data(), 4096, 4);
       FX_CHECK_STATUS(qps[1].write(ml.slice(0, 4096), key.slice(0, 4096), 2), status::ok);
-      const auto second = await_token(dom, 2);
+      const auto second = fxt::await_token(dom, 2);
       FX_CHECK(second.has_value());
       FX_CHECK_STATUS(second->status, status::stale_key);
       FX_CHECK(second->bytes == 0);
@@ -160,7 +124,7 @@ TEST_CASE("ofi shm: a forged, correctly sealed buffer that claims more than the 
       forged.seal = forged.compute_seal(victim->secret);
       std::memset(local.data(), 0x42, local.size());
       FX_CHECK_STATUS(qps[1].write(ml.slice(0, 64), forged.slice(region_size, 64), 7), status::ok);
-      const auto c = await_token(dom, 7, dom.native().op_timeout() + std::chrono::seconds(2));
+      const auto c = fxt::await_token(dom, 7, dom.native().op_timeout() + std::chrono::seconds(2));
       FX_CHECK(c.has_value());
       FX_CHECK(fabrix::is_error(c->status));
       FX_CHECK(c->bytes == 0);
@@ -180,31 +144,18 @@ TEST_CASE("ofi shm: a forged, correctly sealed buffer that claims more than the 
 }
 
 TEST_CASE("ofi shm: FABRIX_OFI_CMA and FABRIX_OFI_CMA_MIN_BYTES are read strictly") {
-  env_guard on("FABRIX_OFI_CMA"), min_bytes("FABRIX_OFI_CMA_MIN_BYTES");
-  ::unsetenv("FABRIX_OFI_CMA_MIN_BYTES");
-  for (const char* bad : {"2", "-1", "yes"}) {
-    ::setenv("FABRIX_OFI_CMA", bad, 1);
-    auto dom = fabrix::ofi::domain::create(fxt::test_options());
-    CHECK(!dom);
-    if (!dom) CHECK(dom.code() == status::invalid_argument);
-  }
-  ::setenv("FABRIX_OFI_CMA", "1", 1);
-  for (const char* bad : {"-1", "16q", "99999999999999"}) {
-    ::setenv("FABRIX_OFI_CMA_MIN_BYTES", bad, 1);
-    auto dom = fabrix::ofi::domain::create(fxt::test_options());
-    CHECK(!dom);
-    if (!dom) CHECK(dom.code() == status::invalid_argument);
-  }
-  ::setenv("FABRIX_OFI_CMA_MIN_BYTES", "32k", 1);
+  const auto open = [] { return fabrix::ofi::domain::create(fxt::test_options()); };
+  const fxt::scoped_env no_min("FABRIX_OFI_CMA_MIN_BYTES", nullptr);
+  fxt::check_env_refused("FABRIX_OFI_CMA", {"2", "-1", "yes"}, open);
+  fxt::check_env_refused("FABRIX_OFI_CMA_MIN_BYTES", {"-1", "16q", "99999999999999"}, open);
   {
-    auto dom = fabrix::ofi::domain::create(fxt::test_options());
+    const fxt::scoped_env min("FABRIX_OFI_CMA_MIN_BYTES", "32k");
+    auto dom = open();
     REQUIRE(dom);
     CHECK(dom->describe().find("by CMA from 32768 B") != std::string::npos);
   }
-  ::setenv("FABRIX_OFI_CMA", "0", 1);
-  {
-    auto dom = fabrix::ofi::domain::create(fxt::test_options());
-    REQUIRE(dom);
-    CHECK(dom->describe().find("CMA") == std::string::npos);
-  }
+  const fxt::scoped_env off("FABRIX_OFI_CMA", "0");
+  auto dom = open();
+  REQUIRE(dom);
+  CHECK(dom->describe().find("CMA") == std::string::npos);
 }

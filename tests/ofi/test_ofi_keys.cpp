@@ -109,24 +109,12 @@ TEST_CASE("ofi: a write before the start of a region gets an error completion an
 }
 
 TEST_CASE("ofi: FABRIX_OFI_OP_TIMEOUT_MS is read strictly") {
-  const char* old = std::getenv("FABRIX_OFI_OP_TIMEOUT_MS");
-  const std::string saved = old ? old : "";
-  for (const char* bad : {"-1", "10ms", "99999999999"}) {
-    ::setenv("FABRIX_OFI_OP_TIMEOUT_MS", bad, 1);
-    auto dom = fabrix::ofi::domain::create(fxt::test_options());
-    CHECK(!dom);
-    if (!dom) CHECK(dom.code() == status::invalid_argument);
-  }
-  ::setenv("FABRIX_OFI_OP_TIMEOUT_MS", "250", 1);
-  {
-    auto dom = fabrix::ofi::domain::create(fxt::test_options());
-    REQUIRE(dom);
-    CHECK(dom->native().op_timeout() == std::chrono::milliseconds(250));
-  }
-  if (old)
-    ::setenv("FABRIX_OFI_OP_TIMEOUT_MS", saved.c_str(), 1);
-  else
-    ::unsetenv("FABRIX_OFI_OP_TIMEOUT_MS");
+  const auto open = [] { return fabrix::ofi::domain::create(fxt::test_options()); };
+  fxt::check_env_refused("FABRIX_OFI_OP_TIMEOUT_MS", {"-1", "10ms", "99999999999"}, open);
+  const fxt::scoped_env set("FABRIX_OFI_OP_TIMEOUT_MS", "250");
+  auto dom = open();
+  REQUIRE(dom);
+  CHECK(dom->native().op_timeout() == std::chrono::milliseconds(250));
 }
 
 // Item 7 of the hardening issue: a malicious member of the job knows every

@@ -24,18 +24,6 @@ namespace {
 constexpr std::size_t region_size = 4096, guard = 4096;
 constexpr std::byte guard_byte{0xab};
 
-// The completion of `token`, or nullopt after 10 s of polling.
-std::optional<fabrix::completion> completion_of(fabrix::domain<fabrix::ucx::provider>& dom, std::uint64_t token) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  fabrix::completion c[8];
-  while (std::chrono::steady_clock::now() < until) {
-    const std::size_t n = dom.poll(c);
-    for (std::size_t i = 0; i < n; ++i)
-      if (c[i].token == token) return c[i];
-  }
-  return std::nullopt;
-}
-
 // An operation through a forged buffer fails: refused at post, or an error
 // completion with no bytes.
 void check_refused(fabrix::domain<fabrix::ucx::provider>& dom, status posted, std::uint64_t token, const char* what) {
@@ -44,7 +32,7 @@ void check_refused(fabrix::domain<fabrix::ucx::provider>& dom, status posted, st
     FX_CHECK(fabrix::is_error(posted));
     return;
   }
-  const auto c = completion_of(dom, token);
+  const auto c = fxt::await_token(dom, token);
   FX_CHECK(c.has_value());
   std::printf("forged %s: %s\n", what, std::string(fabrix::to_string(c->status)).c_str());
   FX_CHECK(fabrix::is_error(c->status));
@@ -83,7 +71,7 @@ void run_case(bool allocated) {
       for (std::byte b : local) FX_CHECK(b == std::byte{0});  // not one byte from past the region came back
       // The genuine buffer still works.
       FX_CHECK_STATUS(qps[1].write(ml.slice(0, 64), peers[1].slice(0, 64), 9), status::ok);
-      const auto c = completion_of(dom, 9);
+      const auto c = fxt::await_token(dom, 9);
       FX_CHECK(c.has_value());
       FX_CHECK_STATUS(c->status, status::ok);
     }
