@@ -205,11 +205,11 @@ inline status inject_send(domain_state& d, peer_state& p, const operation& o, op
   return status::ok;
 }
 
-// A write or read of at least cma_min_bytes (default: any) to a node-mate's host memory
-// whose range and rights its key table confirmed (key_for), from host
-// memory, not fenced, with nothing parked before it on its queue pair and
-// room in the ring for its completion: fabrix copies it itself by CMA
-// (detail/cma.hpp) inside the access board, and it completes here, its
+// A write or read of at least cma_min_bytes (default: any size) to a
+// node-mate's host memory whose range and rights its key table confirmed
+// (key_for), from host memory, not fenced, with nothing parked before it on
+// its queue pair and room in the ring for its completion: fabrix copies it
+// itself by CMA (detail/cma.hpp) inside the access board, and it completes here, its
 // bytes in place at the target (completion_level::delivered) — no slot, no
 // libfabric call, no progress needed at the target. libfabric's shm would
 // instead send the target a command per write and wait for its answer
