@@ -11,13 +11,17 @@ using namespace std::chrono_literals;
 TEST_CASE("poll_clock: one sample in 64 calls; wake() makes the next call sample") {
   fabrix::detail::poll_clock c;
   int samples = 0;
-  for (int i = 0; i < 64 * 10; ++i) samples += c.sample().has_value() ? 1 : 0;
+  std::chrono::steady_clock::time_point t{};
+  for (int i = 0; i < 64 * 10; ++i) samples += c.sample(t) ? 1 : 0;
   CHECK(samples == 10);
   c.wake();
-  const auto t = c.sample();
-  REQUIRE(t.has_value());
-  CHECK(*t <= std::chrono::steady_clock::now());
-  CHECK_FALSE(c.sample().has_value());  // then one in 64 again
+  t = {};
+  REQUIRE(c.sample(t));
+  CHECK(t > std::chrono::steady_clock::time_point{});
+  CHECK(t <= std::chrono::steady_clock::now());
+  const auto kept = t;
+  CHECK_FALSE(c.sample(t));  // then one in 64 again, `t` untouched
+  CHECK(t == kept);
 }
 
 TEST_CASE("schedule: due at once, then not before the period has passed") {

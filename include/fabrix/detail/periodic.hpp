@@ -7,7 +7,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <optional>
 
 namespace fabrix::detail {
 
@@ -19,13 +18,17 @@ class poll_clock {
  public:
   using time_point = std::chrono::steady_clock::time_point;
 
-  // The time, on one call in 64 and on the first call after wake();
-  // nullopt on the others.
-  std::optional<time_point> sample() noexcept {
-    if ((++polls_ & 63) != 0) return std::nullopt;
-    return std::chrono::steady_clock::now();
+  // On one call in 64 and on the first call after wake(): reads the time
+  // into `now` and returns true; on the others returns false and leaves
+  // `now` alone. (Not std::optional: returned through the stack, its
+  // 16 bytes were reloaded right after a 1-byte store on every poll, a
+  // store-forwarding stall in each provider's spin loop.)
+  bool sample(time_point& now) noexcept {
+    if ((++polls_ & 63) != 0) return false;
+    now = std::chrono::steady_clock::now();
+    return true;
   }
-  // The next sample() reads the clock: wait() calls it before a sleep
+  // The next sample(now) reads the clock: wait() calls it before a sleep
   // bounded by a period, so the task that is due runs when it wakes.
   void wake() noexcept { polls_ |= 63; }
 

@@ -493,11 +493,11 @@ inline void resolve_stale(domain_state& d, std::chrono::steady_clock::time_point
 // Throttled: about every 100 ms of polling, the liveness check of peers on
 // this node and the operation timeout sweep; the stale-key verdicts.
 inline void periodic_checks(domain_state& d) {
-  const auto now = d.poll_clock.sample();
-  if (!now) return;
-  if (d.liveness.due(*now, fabrix::detail::liveness_period)) check_liveness(d);
-  if (!d.stale.empty()) resolve_stale(d, *now);
-  if (d.op_timeout.count() > 0 && d.sweep.due(*now, domain_state::sweep_period)) expire_operations(d);
+  std::chrono::steady_clock::time_point now;
+  if (!d.poll_clock.sample(now)) return;
+  if (d.liveness.due(now, fabrix::detail::liveness_period)) check_liveness(d);
+  if (!d.stale.empty()) resolve_stale(d, now);
+  if (d.op_timeout.count() > 0 && d.sweep.due(now, domain_state::sweep_period)) expire_operations(d);
 }
 
 // Whether wait() must wake up for periodic_checks rather than sleep on the fd.

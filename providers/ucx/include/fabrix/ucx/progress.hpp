@@ -371,7 +371,7 @@ inline void cancel_recvs(domain_state& d) {
 // clock is read on one call in 64 (poll_clock), the rest are a count.
 inline void check_liveness(domain_state& d) {
   if (d.watched.empty()) return;
-  if (const auto now = d.poll_clock.sample()) check_liveness_at(d, *now);
+  if (std::chrono::steady_clock::time_point now; d.poll_clock.sample(now)) check_liveness_at(d, now);
 }
 
 // UCX gave up on the peer (error-handling endpoints): everything on it ends

@@ -310,8 +310,8 @@ inline void post_probe(peer_state& p) {
 
 inline void probe_idle_peers(domain_state& d) {
   if (d.opts.probe_ms == 0 || d.posted_recvs == 0) return;
-  const auto now = d.poll_clock.sample();
-  if (!now || !d.probe.due(*now, std::chrono::milliseconds(d.opts.probe_ms))) return;
+  std::chrono::steady_clock::time_point now;
+  if (!d.poll_clock.sample(now) || !d.probe.due(now, std::chrono::milliseconds(d.opts.probe_ms))) return;
   for (peer_state* p : d.peers) {
     if (d.probes_in_flight >= max_probes) break;
     if (p->connected && !p->failed && p->recv_head != p->recv_tail && !p->ring.cqe_due() && p->ring.room() > 0)
