@@ -38,6 +38,7 @@ class lat_loop {
     message_op_ = st.test == test_kind::write       ? op::write(src_, dst_, 1)
                   : st.test == test_kind::write_imm ? op::write_with_imm(src_, dst_, 0, 1)
                                                     : op::send(src_, 1);
+    message_name_ = to_string(st.test).data();
     recv_op_ = op::recv(rx_, recv_token);
     read_op_ = op::read(src_, dst_, 1);
     early_.reserve(1);
@@ -135,7 +136,7 @@ class lat_loop {
   // Posts this loop's message: a write, a write_with_imm carrying `imm`, or a send.
   void post_message(std::uint32_t imm) {
     if (st_.test == test_kind::write_imm) message_op_.imm = imm;
-    post(message_op_, to_string(st_.test).data());
+    post(message_op_, message_name_);
     ++in_flight_;
   }
 
@@ -232,6 +233,7 @@ class lat_loop {
   local_slice src_, rx_;
   remote_slice dst_;
   operation message_op_, recv_op_, read_op_;
+  const char* message_name_ = nullptr;  // for errors; looked up once, not per post
   // poll()'s output, a member: a local array would be zeroed (completion's
   // default member initializers) on every poll of the spin loop, ~600 bytes
   // of stores that raw loops over ibv_wc / fi_cq_entry / ucp never pay.
