@@ -464,6 +464,16 @@ std::optional<fabrix::completion> await_token(Domain& dom, std::uint64_t token,
   return std::nullopt;
 }
 
+// Polls `dom` for `limit`, dropping what completes: the target of a test
+// serving its peer (libfabric progresses a target only while it polls) for
+// as long as the initiator may wait.
+template <class Domain>
+void serve_for(Domain& dom, std::chrono::milliseconds limit) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  fabrix::completion c[8];
+  while (std::chrono::steady_clock::now() < until) (void)dom.poll(c);
+}
+
 // Sets an environment variable for the life of the guard, then restores it.
 class scoped_env {
  public:

@@ -13,6 +13,7 @@
 // Runs over shm with FABRIX_OFI_CMA_MIN_BYTES=0 (meson.build), so 64-byte
 // operations go by CMA too, and a short operation timeout (shm never answers
 // a refused operation; fabrix's timeout does).
+#include "forge.hpp"
 #include "harness.hpp"
 
 #include <fabrix/ofi.hpp>
@@ -117,11 +118,7 @@ TEST_CASE("ofi shm: a forged, correctly sealed buffer that claims more than the 
     auto ml = fxt::must(dom.register_memory(local, access::local), "register local");
     auto peers = fxt::must(fabrix::exchange(boot, mt.remote()), "exchange");
     if (rank == 0) {
-      const auto victim = fabrix::ofi::detail::parse_address(blobs[1]);
-      FX_CHECK(victim.has_value());
-      fabrix::remote_buffer forged = peers[1];
-      forged.length = region_size + guard;
-      forged.seal = forged.compute_seal(victim->secret);
+      const fabrix::remote_buffer forged = fxt::reseal_longer(peers[1], blobs[1], region_size + guard);
       std::memset(local.data(), 0x42, local.size());
       FX_CHECK_STATUS(qps[1].write(ml.slice(0, 64), forged.slice(region_size, 64), 7), status::ok);
       const auto c = fxt::await_token(dom, 7, dom.native().op_timeout() + std::chrono::seconds(2));
@@ -130,9 +127,7 @@ TEST_CASE("ofi shm: a forged, correctly sealed buffer that claims more than the 
       FX_CHECK(c->bytes == 0);
       FX_CHECK(dom.native().cma_operations() == 0);
     } else {
-      fabrix::completion c[8];  // serve (refuse) for as long as rank 0 may wait
-      const auto until = std::chrono::steady_clock::now() + dom.native().op_timeout() + std::chrono::seconds(3);
-      while (std::chrono::steady_clock::now() < until) (void)dom.poll(c);
+      fxt::serve_for(dom, dom.native().op_timeout() + std::chrono::seconds(3));  // refusing, as long as rank 0 waits
     }
     FX_CHECK(boot.barrier().has_value());
     if (rank == 1) {

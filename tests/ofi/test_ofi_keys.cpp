@@ -16,6 +16,7 @@
 // malicious member of the job), domain_options::device, and many queue
 // pairs over a domain's lifetime.
 // FABRIX_TEST_TRANSPORT names the libfabric provider ("tcp;ofi_rxm", "shm").
+#include "forge.hpp"
 #include "harness.hpp"
 
 #include <fabrix/ofi.hpp>
@@ -58,23 +59,16 @@ void run_case(bad_target what) {
       FX_CHECK_STATUS(qps[1].native().post_unchecked_write(ms.slice(0, 64), target, k, 7), status::ok);
       const bool shm = dom.native().provider_name() == "shm";
       // The provider's own answer comes at once; the timeout within one sweep of it.
-      const auto deadline = std::chrono::steady_clock::now() + dom.native().op_timeout() + std::chrono::seconds(2);
-      fabrix::completion c[8];
-      bool done = false;
-      while (!done && std::chrono::steady_clock::now() < deadline) {
-        const std::size_t n = dom.poll(c);
-        for (std::size_t i = 0; i < n; ++i) {
-          if (c[i].token != 7) continue;
-          std::printf("rejected with %s (native %d): %s\n", std::string(fabrix::to_string(c[i].status)).c_str(),
-                      c[i].native_code, dom.native().last_error().c_str());
-          FX_CHECK(fabrix::is_error(c[i].status));
-          FX_CHECK(c[i].native_code != 0);
-          FX_CHECK(c[i].bytes == 0);
-          if (shm) FX_CHECK_STATUS(c[i].status, status::timed_out);
-          done = true;
-        }
+      const auto c = fxt::await_token(dom, 7, dom.native().op_timeout() + std::chrono::seconds(2));
+      FX_CHECK(c.has_value());  // never silence: an error completion within the bound
+      if (c) {
+        std::printf("rejected with %s (native %d): %s\n", std::string(fabrix::to_string(c->status)).c_str(),
+                    c->native_code, dom.native().last_error().c_str());
+        FX_CHECK(fabrix::is_error(c->status));
+        FX_CHECK(c->native_code != 0);
+        FX_CHECK(c->bytes == 0);
+        if (shm) FX_CHECK_STATUS(c->status, status::timed_out);
       }
-      FX_CHECK(done);  // never silence: an error completion within the bound
       if (shm) {
         FX_CHECK(dom.native().expired_operations() == 1);
         FX_CHECK(qps[1].native().failed());  // shm cannot carry anything ordered behind the lost write
@@ -83,11 +77,7 @@ void run_case(bad_target what) {
         FX_CHECK(dom.native().expired_operations() == 0);
       }
     } else {
-      // Serve the transfer (libfabric progresses the target only while it
-      // polls) for as long as the initiator may wait.
-      fabrix::completion c[8];
-      const auto until = std::chrono::steady_clock::now() + dom.native().op_timeout() + std::chrono::seconds(3);
-      while (std::chrono::steady_clock::now() < until) (void)dom.poll(c);
+      fxt::serve_for(dom, dom.native().op_timeout() + std::chrono::seconds(3));
     }
     FX_CHECK(boot.barrier().has_value());
     if (rank == 1)
@@ -134,32 +124,19 @@ TEST_CASE("ofi: a read past the end through a forged, correctly sealed remote_bu
     auto md = fxt::must(dom.register_memory(dst, access::local), "register dst");
     auto peers = fxt::must(fabrix::exchange(boot, mt.remote()), "exchange");
     if (rank == 0) {
-      const auto victim = fabrix::ofi::detail::parse_address(blobs[1]);
-      FX_CHECK(victim.has_value());
-      fabrix::remote_buffer forged = peers[1];
-      forged.length = region_size + guard;
-      forged.seal = forged.compute_seal(victim->secret);
+      const fabrix::remote_buffer forged = fxt::reseal_longer(peers[1], blobs[1], region_size + guard);
       FX_CHECK_STATUS(qps[1].read(md.slice(0, 64), forged.slice(region_size, 64), 7), status::ok);
-      const auto deadline = std::chrono::steady_clock::now() + dom.native().op_timeout() + std::chrono::seconds(2);
-      fabrix::completion c[8];
-      bool done = false;
-      while (!done && std::chrono::steady_clock::now() < deadline) {
-        const std::size_t n = dom.poll(c);
-        for (std::size_t i = 0; i < n; ++i) {
-          if (c[i].token != 7) continue;
-          std::printf("forged read: %s (native %d): %s\n", std::string(fabrix::to_string(c[i].status)).c_str(),
-                      c[i].native_code, dom.native().last_error().c_str());
-          FX_CHECK(fabrix::is_error(c[i].status));
-          FX_CHECK(c[i].bytes == 0);
-          done = true;
-        }
+      const auto c = fxt::await_token(dom, 7, dom.native().op_timeout() + std::chrono::seconds(2));
+      FX_CHECK(c.has_value());
+      if (c) {
+        std::printf("forged read: %s (native %d): %s\n", std::string(fabrix::to_string(c->status)).c_str(),
+                    c->native_code, dom.native().last_error().c_str());
+        FX_CHECK(fabrix::is_error(c->status));
+        FX_CHECK(c->bytes == 0);
       }
-      FX_CHECK(done);
       for (std::byte b : dst) FX_CHECK(b == std::byte{0});  // not one neighbouring byte came back
     } else {
-      fabrix::completion c[8];
-      const auto until = std::chrono::steady_clock::now() + dom.native().op_timeout() + std::chrono::seconds(3);
-      while (std::chrono::steady_clock::now() < until) (void)dom.poll(c);
+      fxt::serve_for(dom, dom.native().op_timeout() + std::chrono::seconds(3));
     }
     FX_CHECK(boot.barrier().has_value());
   });

@@ -179,6 +179,25 @@ inline status post_slot(peer_state& p, op_slot* op) {
   return s;
 }
 
+// Whether an operation that completes at post (inject_send, post_by_cma)
+// may: it takes no slot, so its completion waiting in the ring counts
+// against max_ops instead, and the ring (sized for that, state.hpp) never
+// grows for operations of ours.
+inline bool ring_has_room(const domain_state& d) noexcept { return d.ops_in_use + d.ring.size() < d.max_ops; }
+
+// The end of an operation that completed inside post() with status `s`: an
+// unsignaled one is counted in finished() and pushes a completion only when
+// it failed (then with bytes 0); a signaled one pushes its completion.
+inline void complete_at_post(domain_state& d, peer_state& p, const operation& o, op_options opts, status s) {
+  const bool unsignaled = has(opts, op_options::unsignaled);
+  if (unsignaled) ++p.finished;
+  if (unsignaled && s == status::ok) return;
+  completion c = fabrix::detail::completion_of(o);
+  c.status = s;
+  if (s != status::ok) c.bytes = 0;
+  d.ring.push(c);
+}
+
 // A send of host memory, at most inject_size bytes, at completion_level::
 // local, not fenced, with nothing parked before it on its queue pair and
 // room in the ring for its completion: fi_tinject has copied it when it
@@ -189,7 +208,7 @@ inline status post_slot(peer_state& p, op_slot* op) {
 inline bool injectable(const domain_state& d, const peer_state& p, const operation& o, op_options opts) noexcept {
   return o.code == opcode::send && o.locals().size() == 1 && o.locals()[0].length <= d.inject_size &&
          o.locals()[0].location.kind == memory_kind::host && !has(opts, op_options::fence) &&
-         !has(opts, op_options::delivered) && p.parked.empty() && d.ops_in_use + d.ring.size() < d.max_ops;
+         !has(opts, op_options::delivered) && p.parked.empty() && ring_has_room(d);
 }
 
 // again: libfabric had no room; the caller posts it the usual way.
@@ -198,10 +217,7 @@ inline status inject_send(domain_state& d, peer_state& p, const operation& o, op
   const ssize_t ret = fi_tinject(d.ep, l.address, l.length, p.addr, d.nonce);
   if (ret == -FI_EAGAIN) return status::again;
   if (ret != 0) return to_status(ret);
-  if (has(opts, op_options::unsignaled))
-    ++p.finished;
-  else
-    d.ring.push(fabrix::detail::completion_of(o));
+  complete_at_post(d, p, o, opts, status::ok);
   return status::ok;
 }
 
@@ -221,7 +237,7 @@ inline bool by_cma(const domain_state& d, const peer_state& p, const operation& 
                    op_options opts) noexcept {
   if (!p.cma || t.key == nullptr || !t.key->confirmed || !t.key->host) return false;
   if ((o.code != opcode::write && o.code != opcode::read) || o.remote.length < d.cma_min_bytes) return false;
-  if (has(opts, op_options::fence) || !p.parked.empty() || d.ops_in_use + d.ring.size() >= d.max_ops) return false;
+  if (has(opts, op_options::fence) || !p.parked.empty() || !ring_has_room(d)) return false;
   for (const local_slice& l : o.locals())
     if (l.location.kind != memory_kind::host) return false;
   return true;
@@ -248,13 +264,7 @@ inline status post_by_cma(domain_state& d, peer_state& p, const operation& o, co
     case cma_verdict::gone: return status::again;
   }
   ++d.cma_operations;
-  const bool unsignaled = has(opts, op_options::unsignaled);
-  if (unsignaled) ++p.finished;  // counted; a failed one's error completion goes out too
-  if (unsignaled && s == status::ok) return status::ok;
-  completion c = fabrix::detail::completion_of(o);
-  c.status = s;
-  if (s != status::ok) c.bytes = 0;
-  d.ring.push(c);
+  complete_at_post(d, p, o, opts, s);
   return status::ok;
 }
 

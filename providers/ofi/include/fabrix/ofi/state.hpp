@@ -217,9 +217,9 @@ struct domain_state {
   std::uint64_t dropped_notifications = 0;
 
   domain_state(std::size_t max_outstanding, std::size_t max_posted_recvs)
-      // Injected sends complete without a slot, at most max_outstanding
-      // waiting to be polled (post.hpp): room for them too, so the ring
-      // never grows for operations of ours.
+      // Injected sends and CMA copies complete without a slot, at most
+      // max_outstanding waiting to be polled (post.hpp): room for them too,
+      // so the ring never grows for operations of ours.
       : ring(2 * max_outstanding + max_posted_recvs),
         ops(max_outstanding + max_posted_recvs),
         max_ops(max_outstanding),
