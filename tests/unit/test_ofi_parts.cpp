@@ -84,6 +84,18 @@ TEST_CASE("ofi status: libfabric error numbers map to fabrix statuses, either si
   CHECK(e.value.message.find("fi_thing") == 0);
 }
 
+TEST_CASE("ofi status: a verbs error entry (EIO) is read by its ibv_wc_status, as the verbs provider reads it") {
+  CHECK(od::prov_errno_kind_of("verbs;ofi_rxm") == od::prov_errno_kind::ibv_wc_status);
+  CHECK(od::prov_errno_kind_of("tcp;ofi_rxm") == od::prov_errno_kind::errno_value);
+  CHECK(od::ibv_status_to_status(10) == status::access_denied);  // REM_ACCESS_ERR: a key the target refused
+  CHECK(od::ibv_status_to_status(4) == status::access_denied);   // LOC_PROT_ERR
+  CHECK(od::ibv_status_to_status(9) == status::invalid_argument);
+  CHECK(od::ibv_status_to_status(1) == status::truncated);
+  CHECK(od::ibv_status_to_status(21) == status::provider_error);  // GENERAL_ERR
+  CHECK(od::ibv_status_means_peer_loss(12));                      // RETRY_EXC_ERR
+  CHECK_FALSE(od::ibv_status_means_peer_loss(10));
+}
+
 TEST_CASE("ofi domain: opens on shm, describes itself, refuses cuda_device memory") {
   fabrix::domain_options opts;
   opts.transport = "shm";

@@ -342,8 +342,9 @@ inline void on_entry(domain_state& d, const fi_cq_data_entry& e, fi_addr_t src) 
 // (FI_ECANCELED with prov_errno ENOTCONN) and fails the operation in flight
 // with ENOTCONN/EPIPE/ECONNRESET; verbs reports a retry-exceeded or flushed
 // work request (ibv_wc_status in prov_errno). And a peer on this node whose
-// process is gone is unreachable whatever the entry says. Only error
-// entries pay for these checks.
+// process is gone is unreachable whatever the entry says. verbs' other
+// failures come as EIO, told apart by their ibv_wc_status
+// (ibv_status_to_status). Only error entries pay for these checks.
 inline status error_status(const domain_state& d, const fi_cq_err_entry& err, const peer_state* p) {
   const status s = to_status(err.err);
   if (s == status::peer_unreachable || s == status::truncated || s == status::access_denied) return s;
@@ -358,6 +359,7 @@ inline status error_status(const domain_state& d, const fi_cq_err_entry& err, co
   if (d.errno_kind == prov_errno_kind::ibv_wc_status && ibv_status_means_peer_loss(err.prov_errno))
     return status::peer_unreachable;
   if (p && p->watched && fabrix::detail::process_gone(p->identity)) return status::peer_unreachable;
+  if (d.errno_kind == prov_errno_kind::ibv_wc_status && err.err == EIO) return ibv_status_to_status(err.prov_errno);
   return s;
 }
 

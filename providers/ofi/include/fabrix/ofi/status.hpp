@@ -70,6 +70,25 @@ inline bool ibv_status_means_peer_loss(int wc_status) noexcept {
   return wc_status == 5 || wc_status == 12 || wc_status == 13 || wc_status == 16 || wc_status == 20;
 }
 
+// What an ibv_wc_status says of the operation itself, where libfabric's
+// verbs provider reports only EIO (verbs_cq.c sets err = EIO, prov_errno =
+// the status): as fabrix's verbs provider maps it (verbs/status.hpp).
+// REM_ACCESS_ERR (10: the target's NIC refused the key, range or rights,
+// as for a region deregistered on another node), LOC_PROT_ERR (4),
+// LOC_ACCESS_ERR (8), MW_BIND_ERR (6): access_denied; REM_INV_REQ_ERR (9):
+// invalid_argument; LOC_LEN_ERR (1): truncated; others provider_error.
+inline status ibv_status_to_status(int wc_status) noexcept {
+  switch (wc_status) {
+    case 4:
+    case 6:
+    case 8:
+    case 10: return status::access_denied;
+    case 9: return status::invalid_argument;
+    case 1: return status::truncated;
+    default: return status::provider_error;
+  }
+}
+
 inline unexpected fail(long code, const std::string& what) {
   return unexpected(to_status(code), what + ": " + fi_strerror(static_cast<int>(std::labs(code))), "ofi",
                     -std::labs(code));
