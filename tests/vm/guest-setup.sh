@@ -7,6 +7,9 @@
 #   FABRIX_VM_GID_INDEX=<index of rxe0's RoCE v2 GID for that address>
 # Both peers of a test must use rxe0 (loopback QPs): two rxe devices on
 # the two ends of one veth pair in one namespace do not reach each other.
+# One of two linked VMs (vm-run.sh --node N, FABRIX_VM_NODE=N): rxe0 runs on
+# the virtio NIC of the link instead, with 10.77.1.N/24, and
+# FABRIX_VM_PEER_IPV4 is the other node's address.
 fx_setup_fail() {
   echo "vm-setup: $*" >&2
   ip -br link >&2 || true
@@ -18,10 +21,24 @@ export PATH=${PATH:-/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 unset TMPDIR
 
 ip link set lo up || fx_setup_fail "lo"
-ip link add fxveth0 type veth peer name fxveth1 || fx_setup_fail "veth"
-ip addr add "$FABRIX_VM_IPV4/24" dev fxveth0 || fx_setup_fail "address"
-ip link set fxveth1 up && ip link set fxveth0 up || fx_setup_fail "veth up"
-rdma link add rxe0 type rxe netdev fxveth0 || fx_setup_fail "rdma link add rxe0"
+if [ -n "${FABRIX_VM_NODE:-}" ]; then
+  # The link's NIC: the one netdev backed by a device (dummy0 and lo are not).
+  fx_nic=""
+  for fx_d in /sys/class/net/*; do [ -e "$fx_d/device" ] && fx_nic=${fx_d##*/}; done
+  [ -n "$fx_nic" ] || fx_setup_fail "no NIC for the link"
+  hostname "fabrix-node$FABRIX_VM_NODE" 2>/dev/null || true
+  FABRIX_VM_IPV4=10.77.1.$FABRIX_VM_NODE
+  export FABRIX_VM_PEER_IPV4=10.77.1.$((3 - FABRIX_VM_NODE))
+  ip addr add "$FABRIX_VM_IPV4/24" dev "$fx_nic" || fx_setup_fail "address"
+  ip link set "$fx_nic" up || fx_setup_fail "$fx_nic up"
+  rdma link add rxe0 type rxe netdev "$fx_nic" || fx_setup_fail "rdma link add rxe0"
+  unset fx_nic fx_d
+else
+  ip link add fxveth0 type veth peer name fxveth1 || fx_setup_fail "veth"
+  ip addr add "$FABRIX_VM_IPV4/24" dev fxveth0 || fx_setup_fail "address"
+  ip link set fxveth1 up && ip link set fxveth0 up || fx_setup_fail "veth up"
+  rdma link add rxe0 type rxe netdev fxveth0 || fx_setup_fail "rdma link add rxe0"
+fi
 
 fx_port=/sys/class/infiniband/rxe0/ports/1
 for _ in $(seq 100); do

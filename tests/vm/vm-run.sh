@@ -20,6 +20,12 @@
 #   --console     print the guest's console log (kernel + init) afterwards
 #   --strict      a command that exits 77 (skipped) fails instead (status 1):
 #                 for tests that must find rxe0 in the VM
+#   --node N      one of two VMs joined by a link (vm-pair.sh): node N (1 or
+#                 2) gets 10.77.1.N/24 on a virtio NIC, and rxe0 runs on it
+#                 instead of on the veth pair; needs --link
+#   --link listen:PATH | connect:PATH
+#                 that NIC's cable, a unix stream socket: the listening VM
+#                 makes PATH, the other connects to it once it exists
 #
 # The command runs in the caller's working directory with the caller's
 # environment (minus TMPDIR), as root, with `ulimit -l unlimited`, and with
@@ -41,9 +47,11 @@ cache=${FABRIX_VM_CACHE:-$here/../../build/vm-cache}
 rw_dirs=()
 show_console=0
 strict=0
+node=""
+link=""
 
 usage() {
-  sed -n '2,32p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}" >&2
   exit 2
 }
 while (($#)); do
@@ -56,11 +64,16 @@ while (($#)); do
     --rw) rw_dirs+=("$(cd "$2" && pwd)"); shift 2 ;;
     --console) show_console=1; shift ;;
     --strict) strict=1; shift ;;
+    --node) node=$2; shift 2 ;;
+    --link) link=$2; shift 2 ;;
     --) shift; break ;;
     *) usage ;;
   esac
 done
 (($#)) || usage
+case $node in "" | 1 | 2) ;; *) usage ;; esac
+case $link in "" | listen:/* | connect:/*) ;; *) usage ;; esac
+{ [ -n "$node" ] && [ -n "$link" ]; } || { [ -z "$node" ] && [ -z "$link" ]; } || usage
 
 skip() { echo "vm-run: skipped: $*" >&2; exit 77; }
 die() { echo "vm-run: error: $*" >&2; exit 125; }
@@ -109,7 +122,8 @@ fetch_kernel() {
 # Modules the guest loads (in this order), each with its dependencies.
 guest_modules=(virtio_ring virtio virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci
   netfs fscache 9pnet 9pnet_virtio 9p
-  crc32_generic udp_tunnel ip6_udp_tunnel ib_core ib_uverbs iw_cm ib_cm rdma_cm rdma_ucm rdma_rxe veth dummy)
+  crc32_generic udp_tunnel ip6_udp_tunnel ib_core ib_uverbs iw_cm ib_cm rdma_cm rdma_ucm rdma_rxe veth dummy
+  failover net_failover virtio_net)
 
 build_initramfs() {  # $1 = kernel version, $2 = output file
   local ver=$1 out=$2 root moddir line m
@@ -164,6 +178,7 @@ trap 'exit 130' INT TERM
 
 # The script the guest runs in the chroot: environment, working directory,
 # rxe0 setup (guest-setup.sh), then the command under its time limit.
+if [ -n "$node" ]; then export FABRIX_VM_NODE=$node; else unset FABRIX_VM_NODE; fi
 {
   echo '#!/bin/bash'
   export -p | grep -Ev '^declare -x (PWD|OLDPWD|SHLVL|_|TMPDIR|TMP|TEMP)(=|$)' || true
@@ -197,12 +212,21 @@ for d in "${rw_dirs[@]}"; do
   i=$((i + 1))
 done
 
+nic=(-nic none)
+if [ -n "$link" ]; then
+  path=${link#*:}
+  server=off
+  [ "${link%%:*}" = connect ] || server=on
+  nic=(-netdev "stream,id=link,server=$server,addr.type=unix,addr.path=$path"
+    -device "virtio-net-pci,netdev=link,mac=52:54:00:77:01:0$node")
+fi
+
 cpu=max
 [ "$accel" = tcg ] || cpu=host
 start=$(date +%s.%N)
 # Boot + setup normally take well under a minute; the margin covers a loaded host.
 timeout --kill-after=10 $((timeout_s + 300)) "$qemu" -accel "$accel" -cpu "$cpu" -m "$mem" -smp "$smp" \
-  -nodefaults -no-user-config -display none -no-reboot -nic none \
+  -nodefaults -no-user-config -display none -no-reboot "${nic[@]}" \
   -kernel "$kernel" -initrd "$initrd" \
   -append "console=ttyS0 panic=-1 quiet loglevel=4 rdinit=/init" \
   -serial "file:$run/console.log" "${virtfs[@]}" </dev/null &
