@@ -26,6 +26,7 @@
 #include <doctest/doctest.h>
 #include <fabrix/fabrix.hpp>
 
+#include "../support/scoped_env.hpp"
 #include "crash_report.hpp"
 #include "hang_report.hpp"
 #include "rank_bootstrap.hpp"
@@ -473,30 +474,6 @@ void serve_for(Domain& dom, std::chrono::milliseconds limit) {
   fabrix::completion c[8];
   while (std::chrono::steady_clock::now() < until) (void)dom.poll(c);
 }
-
-// Sets an environment variable for the life of the guard, then restores it.
-class scoped_env {
- public:
-  scoped_env(const char* name, const char* value) : name_(name) {
-    if (const char* v = std::getenv(name)) saved_ = v;
-    if (value)
-      ::setenv(name, value, 1);
-    else
-      ::unsetenv(name);
-  }
-  scoped_env(const scoped_env&) = delete;
-  scoped_env& operator=(const scoped_env&) = delete;
-  ~scoped_env() {
-    if (saved_)
-      ::setenv(name_, saved_->c_str(), 1);
-    else
-      ::unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> saved_;
-};
 
 // Each of `bad`, as the value of `name`, makes `open()` (a domain's create)
 // fail with invalid_argument. Runs in the doctest process (no ranks).

@@ -5,6 +5,8 @@
 
 #include <doctest/doctest.h>
 
+#include "../support/scoped_env.hpp"
+
 #include <algorithm>
 #include <cstdlib>
 #include <string>
@@ -16,11 +18,6 @@ using fabrix::detail::env_text;
 
 constexpr const char* var = "FABRIX_TEST_ENV_KIT";
 
-struct scoped_env {
-  explicit scoped_env(const char* value) { ::setenv(var, value, 1); }
-  ~scoped_env() { ::unsetenv(var); }
-};
-
 }  // namespace
 
 TEST_CASE("env kit: unset and empty leave the value alone") {
@@ -30,7 +27,7 @@ TEST_CASE("env kit: unset and empty leave the value alone") {
   CHECK(env_text(var) == nullptr);
   CHECK(env_number(var, v, 0, 100, why));
   CHECK(v == 7);
-  scoped_env e("");
+  const fxt::scoped_env e(var, "");
   CHECK(env_text(var) == nullptr);
   CHECK(env_number(var, v, 0, 100, why));
   CHECK(v == 7);
@@ -40,20 +37,20 @@ TEST_CASE("env kit: unset and empty leave the value alone") {
 TEST_CASE("env kit: numbers in range are read, with size suffixes where allowed") {
   std::string why;
   {
-    scoped_env e("42");
+    const fxt::scoped_env e(var, "42");
     int v = 0;
     CHECK(std::string(env_text(var)) == "42");
     CHECK(env_number(var, v, 0, 100, why));
     CHECK(v == 42);
   }
   {
-    scoped_env e("-1");
+    const fxt::scoped_env e(var, "-1");
     int v = 0;
     CHECK(env_number(var, v, -1, 10, why));
     CHECK(v == -1);
   }
   for (auto [text, want] : {std::pair{"64k", 64ll << 10}, {"3M", 3ll << 20}, {"2g", 2ll << 30}, {"4096", 4096ll}}) {
-    scoped_env e(text);
+    const fxt::scoped_env e(var, text);
     long long v = 0;
     const std::string shown = text;
     CAPTURE(shown);
@@ -64,7 +61,7 @@ TEST_CASE("env kit: numbers in range are read, with size suffixes where allowed"
 
 TEST_CASE("env kit: anything else is refused, naming the variable, and the value stays") {
   for (const char* text : {"abc", "12x", "1.5", " 3", "+3", "101", "-2", "99999999999999999999999", "k", "5kb"}) {
-    scoped_env e(text);
+    const fxt::scoped_env e(var, text);
     int v = 9;
     std::string why;
     const std::string shown = text;
@@ -76,7 +73,7 @@ TEST_CASE("env kit: anything else is refused, naming the variable, and the value
   }
   // Suffixes only where sizes are allowed, and the range holds after scaling.
   {
-    scoped_env e("2k");
+    const fxt::scoped_env e(var, "2k");
     long long v = 1;
     std::string why;
     CHECK_FALSE(env_number(var, v, 0, 1 << 20, why));

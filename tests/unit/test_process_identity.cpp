@@ -6,6 +6,7 @@
 
 #include <fabrix/detail/process_identity.hpp>
 
+#include "../support/scoped_env.hpp"
 #include "child_process.hpp"
 
 #include <sched.h>
@@ -27,21 +28,6 @@ const char* skipped_because = nullptr;
 
 constexpr int child_skipped = 77;
 
-// Restores FABRIX_NODE_ID as it was (the run may set it).
-struct node_id_env {
-  std::string saved;
-  bool was_set;
-  node_id_env() : was_set(std::getenv("FABRIX_NODE_ID") != nullptr) {
-    if (was_set) saved = std::getenv("FABRIX_NODE_ID");
-  }
-  ~node_id_env() {
-    if (was_set)
-      ::setenv("FABRIX_NODE_ID", saved.c_str(), 1);
-    else
-      ::unsetenv("FABRIX_NODE_ID");
-  }
-};
-
 // In a child: enter new namespaces of `flags`, or report why not.
 int enter(int flags, const char* what) {
   if (::unshare(flags) == 0) return 0;
@@ -55,7 +41,7 @@ std::string text_of(const char* link) { return fd::namespace_of(link); }
 }  // namespace
 
 TEST_CASE("node identity: one process is one node, and the node names its host and namespaces") {
-  node_id_env keep;
+  const fxt::scoped_env keep("FABRIX_NODE_ID");  // restored as it was (the run may set it)
   ::unsetenv("FABRIX_NODE_ID");
   const std::uint64_t a = fd::node_id();
   CHECK(a != 0);
@@ -75,7 +61,7 @@ TEST_CASE("node identity: one process is one node, and the node names its host a
 }
 
 TEST_CASE("node identity: FABRIX_NODE_ID replaces host name and network namespace") {
-  node_id_env keep;
+  const fxt::scoped_env keep("FABRIX_NODE_ID");  // restored as it was (the run may set it)
   ::unsetenv("FABRIX_NODE_ID");
   const std::uint64_t plain = fd::node_id();
   ::setenv("FABRIX_NODE_ID", "rack1-node7", 1);
@@ -96,7 +82,7 @@ TEST_CASE("node identity: FABRIX_NODE_ID replaces host name and network namespac
 }
 
 TEST_CASE("node identity: another host name, network namespace or pid namespace is another node") {
-  node_id_env keep;
+  const fxt::scoped_env keep("FABRIX_NODE_ID");  // restored as it was (the run may set it)
   ::unsetenv("FABRIX_NODE_ID");
   const std::uint64_t here = fd::node_id();
   ::setenv("FABRIX_NODE_ID", "joined", 1);
