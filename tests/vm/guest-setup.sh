@@ -21,24 +21,23 @@ export PATH=${PATH:-/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 unset TMPDIR
 
 ip link set lo up || fx_setup_fail "lo"
+# fx_dev: the netdev rxe0 runs on.
 if [ -n "${FABRIX_VM_NODE:-}" ]; then
   # The link's NIC: the one netdev backed by a device (dummy0 and lo are not).
-  fx_nic=""
-  for fx_d in /sys/class/net/*; do [ -e "$fx_d/device" ] && fx_nic=${fx_d##*/}; done
-  [ -n "$fx_nic" ] || fx_setup_fail "no NIC for the link"
+  fx_dev=""
+  for fx_d in /sys/class/net/*; do [ -e "$fx_d/device" ] && fx_dev=${fx_d##*/}; done
+  [ -n "$fx_dev" ] || fx_setup_fail "no NIC for the link"
   hostname "fabrix-node$FABRIX_VM_NODE" 2>/dev/null || true
   FABRIX_VM_IPV4=10.77.1.$FABRIX_VM_NODE
   export FABRIX_VM_PEER_IPV4=10.77.1.$((3 - FABRIX_VM_NODE))
-  ip addr add "$FABRIX_VM_IPV4/24" dev "$fx_nic" || fx_setup_fail "address"
-  ip link set "$fx_nic" up || fx_setup_fail "$fx_nic up"
-  rdma link add rxe0 type rxe netdev "$fx_nic" || fx_setup_fail "rdma link add rxe0"
-  unset fx_nic fx_d
 else
+  fx_dev=fxveth0
   ip link add fxveth0 type veth peer name fxveth1 || fx_setup_fail "veth"
-  ip addr add "$FABRIX_VM_IPV4/24" dev fxveth0 || fx_setup_fail "address"
-  ip link set fxveth1 up && ip link set fxveth0 up || fx_setup_fail "veth up"
-  rdma link add rxe0 type rxe netdev fxveth0 || fx_setup_fail "rdma link add rxe0"
+  ip link set fxveth1 up || fx_setup_fail "veth up"
 fi
+ip addr add "$FABRIX_VM_IPV4/24" dev "$fx_dev" || fx_setup_fail "address"
+ip link set "$fx_dev" up || fx_setup_fail "$fx_dev up"
+rdma link add rxe0 type rxe netdev "$fx_dev" || fx_setup_fail "rdma link add rxe0"
 
 fx_port=/sys/class/infiniband/rxe0/ports/1
 for _ in $(seq 100); do
@@ -64,4 +63,4 @@ for _ in $(seq 100); do
 done
 [ -n "$FABRIX_VM_GID_INDEX" ] || fx_setup_fail "no RoCE v2 GID for $FABRIX_VM_IPV4 on rxe0"
 export FABRIX_VM_GID_INDEX
-unset fx_port fx_gid fx_f fx_i
+unset fx_port fx_gid fx_f fx_i fx_dev fx_d

@@ -24,7 +24,7 @@ while (($#)); do
     --timeout) timeout_s=$2; shift 2 ;;
     --mem) mem=$2; shift 2 ;;
     --) shift; break ;;
-    *) sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+    *) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}" >&2; exit 2 ;;
   esac
 done
 (($#)) || { echo "vm-pair: no command" >&2; exit 2; }
