@@ -12,8 +12,12 @@
 #
 # A job's environment is one word-split argument; its doctest arguments are
 # the words up to the next --job.
-# Jobs run in order, each after the previous one ended on this node; every
-# job runs even after a failure. A job that exits 0 but received fewer than
+# Jobs run in order; before each, the two nodes meet at a gate (node 1
+# listens on the job's port + 100, node 2 connects), so both ranks of a job
+# start together even when the job before ended on one node long before the
+# other (a failing rank exits at once; its peer may wait out its own
+# timeouts), which would otherwise outlast the bootstrap's 30 s connect
+# timeout and fail the next job too. Every job runs even after a failure. A job that exits 0 but received fewer than
 # 1000 packets on rxe0 (its hw_counters) fails: its bytes did not cross the
 # link. Exit: the first failing job's status.
 set -u
@@ -23,6 +27,22 @@ status=0
 port=29500
 counter=/sys/class/infiniband/rxe0/ports/1/hw_counters/rcvd_pkts
 received() { cat "$counter" 2>/dev/null || echo 0; }
+gate_limit=300  # s a node waits at a gate for the other
+# Returns once the other node reached the same gate (0), or 1 after gate_limit.
+gate() {
+  local port=$1
+  if [ "$FABRIX_VM_NODE" = 1 ]; then
+    timeout "$gate_limit" busybox nc -l -p "$port" </dev/null >/dev/null 2>&1
+    return
+  fi
+  local until=$((SECONDS + gate_limit))
+  while ((SECONDS < until)); do
+    # bash's /dev/tcp: refused until node 1 listens; the connection is all it needs.
+    if (exec 3<>"/dev/tcp/10.77.1.1/$port") 2>/dev/null; then return 0; fi
+    sleep 0.2
+  done
+  return 1
+}
 while (($#)); do
   if [ "$1" != --job ] || (($# < 4)); then
     echo "pair-suite: expected --job NAME BINARY ENV [ARGS...]"
@@ -37,6 +57,11 @@ while (($#)); do
     shift
   done
   port=$((port + 1))
+  if ! gate $((port + 100)); then
+    echo "=== $name: the other node did not reach this job within $gate_limit s"
+    [ "$status" -ne 0 ] || status=1
+    continue
+  fi
   echo "=== $name: rank $((FABRIX_VM_NODE - 1)) of 2 on $(hostname) ($FABRIX_VM_IPV4), root 10.77.1.1:$port"
   start=$SECONDS
   before=$(received)
