@@ -26,6 +26,7 @@
 #include <doctest/doctest.h>
 #include <fabrix/fabrix.hpp>
 
+#include "../support/current_case.hpp"
 #include "../support/scoped_env.hpp"
 #include "crash_report.hpp"
 #include "hang_report.hpp"
@@ -52,15 +53,17 @@
 #include <initializer_list>
 #include <memory>
 #include <optional>
+#include <source_location>
 #include <span>
 #include <string>
 #include <vector>
 
 namespace fxt {
 
+// Names the case too: the rank exits before doctest could say which it was.
 [[noreturn]] inline void rank_fail(const char* what, const char* file, int line, const std::string& detail = {}) {
-  std::fprintf(stderr, "rank %d: %s:%d: check failed: %s %s\n", static_cast<int>(::getpid()), file, line, what,
-               detail.c_str());
+  std::fprintf(stderr, "rank %d: %s:%d: check failed: %s %s%s%s\n", static_cast<int>(::getpid()), file, line, what,
+               detail.c_str(), current_case.empty() ? "" : " in case: ", current_case.c_str());
   std::fflush(stderr);
   std::_Exit(1);
 }
@@ -368,9 +371,11 @@ struct rank_env {
     return out;
   }
 
-  // The next completion matching `pred`, polling up to `limit`; others wait in the backlog.
+  // The next completion matching `pred`, polling up to `limit`; others wait
+  // in the backlog. A miss fails the rank at `where`, the caller's line.
   template <class Pred>
-  fabrix::completion next(Pred pred, std::chrono::milliseconds limit = std::chrono::milliseconds(20000)) {
+  fabrix::completion next(Pred pred, std::chrono::milliseconds limit = std::chrono::milliseconds(20000),
+                          std::source_location where = std::source_location::current()) {
     for (auto it = backlog.begin(); it != backlog.end(); ++it) {
       if (pred(*it)) {
         fabrix::completion c = *it;
@@ -391,21 +396,27 @@ struct rank_env {
       }
       if (found != n) return buf[found];
     }
-    rank_fail("completion did not arrive in time", __FILE__, __LINE__);
+    rank_fail("completion did not arrive in time", where.file_name(), static_cast<int>(where.line()),
+              "(waited " + std::to_string(limit.count()) + " ms)");
   }
-  fabrix::completion next_token(std::uint64_t token) {
+  fabrix::completion next_token(std::uint64_t token, std::source_location where = std::source_location::current()) {
     return next(
-        [token](const fabrix::completion& c) { return c.op != fabrix::opcode::remote_write_imm && c.token == token; });
+        [token](const fabrix::completion& c) { return c.op != fabrix::opcode::remote_write_imm && c.token == token; },
+        std::chrono::milliseconds(20000), where);
   }
-  fabrix::completion next_notify() {
-    return next([](const fabrix::completion& c) { return c.op == fabrix::opcode::remote_write_imm; });
+  fabrix::completion next_notify(std::source_location where = std::source_location::current()) {
+    return next([](const fabrix::completion& c) { return c.op == fabrix::opcode::remote_write_imm; },
+                std::chrono::milliseconds(20000), where);
   }
   // Posts and waits for the operation's successful completion.
-  void complete_ok(fabrix::status posted, std::uint64_t token) {
-    FX_CHECK_STATUS(posted, fabrix::status::ok);
-    const auto c = next_token(token);
+  void complete_ok(fabrix::status posted, std::uint64_t token,
+                   std::source_location where = std::source_location::current()) {
+    if (posted != fabrix::status::ok)
+      rank_fail("posted == status::ok", where.file_name(), static_cast<int>(where.line()),
+                "(got " + std::string(fabrix::to_string(posted)) + ")");
+    const auto c = next_token(token, where);
     if (c.status != fabrix::status::ok)
-      rank_fail("completion status ok", __FILE__, __LINE__,
+      rank_fail("completion status ok", where.file_name(), static_cast<int>(where.line()),
                 std::string(fabrix::to_string(c.status)) + " (token " + std::to_string(token) + ")");
   }
   // Polls (serving one-sided traffic aimed at us) for `d`.

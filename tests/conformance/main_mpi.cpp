@@ -5,12 +5,15 @@
 // objects of the suite's executable; only this runner differs. Exit 77
 // (skipped) where the provider cannot run here.
 #define DOCTEST_CONFIG_IMPLEMENT
+#include "../support/current_case.hpp"
 #include "../support/suite_main.hpp"
 #include "providers.hpp"
 
 #include <fabrix/mpi.hpp>
 
 #include <cstdio>
+
+DOCTEST_REGISTER_LISTENER("current_case", 0, fxt::current_case_listener);
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);

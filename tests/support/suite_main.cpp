@@ -3,11 +3,14 @@
 // absent here makes the whole run exit 77, which Meson reports as skipped,
 // never as passed. The MPI variants have their own (conformance/main_mpi.cpp).
 #define DOCTEST_CONFIG_IMPLEMENT
+#include "current_case.hpp"
 #include "suite_main.hpp"
 
 #include <doctest/doctest.h>
 
 #include <cstdio>
+
+DOCTEST_REGISTER_LISTENER("current_case", 0, fxt::current_case_listener);
 
 int main(int argc, char** argv) {
   if (const std::string why = fxt::suite::skip_reason(); !why.empty()) {
