@@ -3,8 +3,8 @@
 // absent here makes the whole run exit 77, which Meson reports as skipped,
 // never as passed. The MPI variants have their own (conformance/main_mpi.cpp).
 #define DOCTEST_CONFIG_IMPLEMENT
-#include "current_case.hpp"
 #include "suite_main.hpp"
+#include "current_case.hpp"
 
 #include <doctest/doctest.h>
 
