@@ -67,6 +67,10 @@ namespace fxt {
   std::fflush(stderr);
   std::_Exit(1);
 }
+// The same, at a caller's line (helpers that wait on the caller's behalf).
+[[noreturn]] inline void rank_fail(const char* what, std::source_location where, const std::string& detail = {}) {
+  rank_fail(what, where.file_name(), static_cast<int>(where.line()), detail);
+}
 
 #define FX_CHECK(...)                                                       \
   do {                                                                      \
@@ -371,10 +375,12 @@ struct rank_env {
     return out;
   }
 
+  // How long next() and its helpers wait for one completion.
+  static constexpr std::chrono::milliseconds completion_wait{20000};
   // The next completion matching `pred`, polling up to `limit`; others wait
   // in the backlog. A miss fails the rank at `where`, the caller's line.
   template <class Pred>
-  fabrix::completion next(Pred pred, std::chrono::milliseconds limit = std::chrono::milliseconds(20000),
+  fabrix::completion next(Pred pred, std::chrono::milliseconds limit = completion_wait,
                           std::source_location where = std::source_location::current()) {
     for (auto it = backlog.begin(); it != backlog.end(); ++it) {
       if (pred(*it)) {
@@ -396,27 +402,25 @@ struct rank_env {
       }
       if (found != n) return buf[found];
     }
-    rank_fail("completion did not arrive in time", where.file_name(), static_cast<int>(where.line()),
-              "(waited " + std::to_string(limit.count()) + " ms)");
+    rank_fail("completion did not arrive in time", where, "(waited " + std::to_string(limit.count()) + " ms)");
   }
   fabrix::completion next_token(std::uint64_t token, std::source_location where = std::source_location::current()) {
     return next(
         [token](const fabrix::completion& c) { return c.op != fabrix::opcode::remote_write_imm && c.token == token; },
-        std::chrono::milliseconds(20000), where);
+        completion_wait, where);
   }
   fabrix::completion next_notify(std::source_location where = std::source_location::current()) {
-    return next([](const fabrix::completion& c) { return c.op == fabrix::opcode::remote_write_imm; },
-                std::chrono::milliseconds(20000), where);
+    return next([](const fabrix::completion& c) { return c.op == fabrix::opcode::remote_write_imm; }, completion_wait,
+                where);
   }
   // Posts and waits for the operation's successful completion.
   void complete_ok(fabrix::status posted, std::uint64_t token,
                    std::source_location where = std::source_location::current()) {
     if (posted != fabrix::status::ok)
-      rank_fail("posted == status::ok", where.file_name(), static_cast<int>(where.line()),
-                "(got " + std::string(fabrix::to_string(posted)) + ")");
+      rank_fail("posted == status::ok", where, "(got " + std::string(fabrix::to_string(posted)) + ")");
     const auto c = next_token(token, where);
     if (c.status != fabrix::status::ok)
-      rank_fail("completion status ok", where.file_name(), static_cast<int>(where.line()),
+      rank_fail("completion status ok", where,
                 std::string(fabrix::to_string(c.status)) + " (token " + std::to_string(token) + ")");
   }
   // Polls (serving one-sided traffic aimed at us) for `d`.

@@ -17,13 +17,15 @@
 # start together even when the job before ended on one node long before the
 # other (a failing rank exits at once; its peer may wait out its own
 # timeouts), which would otherwise outlast the bootstrap's 30 s connect
-# timeout and fail the next job too. Every job runs even after a failure. A job that exits 0 but received fewer than
-# 1000 packets on rxe0 (its hw_counters) fails: its bytes did not cross the
-# link. Exit: the first failing job's status.
+# timeout and fail the next job too. Every job runs even after a failure.
+# A job that exits 0 but received fewer than 1000 packets on rxe0 (its
+# hw_counters) fails: its bytes did not cross the link. Exit: the first
+# failing job's status.
 set -u
 [ -n "${FABRIX_VM_NODE:-}" ] || { echo "pair-suite: not in a linked VM (vm-pair.sh)"; exit 2; }
 
 status=0
+root=10.77.1.1  # node 1's link address: the bootstrap root and the gates listen there
 port=29500
 counter=/sys/class/infiniband/rxe0/ports/1/hw_counters/rcvd_pkts
 received() { cat "$counter" 2>/dev/null || echo 0; }
@@ -38,7 +40,7 @@ gate() {
   local until=$((SECONDS + gate_limit))
   while ((SECONDS < until)); do
     # bash's /dev/tcp: refused until node 1 listens; the connection is all it needs.
-    if (exec 3<>"/dev/tcp/10.77.1.1/$port") 2>/dev/null; then return 0; fi
+    if (exec 3<>"/dev/tcp/$root/$port") 2>/dev/null; then return 0; fi
     sleep 0.2
   done
   return 1
@@ -62,11 +64,11 @@ while (($#)); do
     [ "$status" -ne 0 ] || status=1
     continue
   fi
-  echo "=== $name: rank $((FABRIX_VM_NODE - 1)) of 2 on $(hostname) ($FABRIX_VM_IPV4), root 10.77.1.1:$port"
+  echo "=== $name: rank $((FABRIX_VM_NODE - 1)) of 2 on $(hostname) ($FABRIX_VM_IPV4), root $root:$port"
   start=$SECONDS
   before=$(received)
   env "${job_env[@]}" FABRIX_TEST_BOOTSTRAP=launcher FABRIX_RANK=$((FABRIX_VM_NODE - 1)) FABRIX_SIZE=2 \
-    FABRIX_BOOTSTRAP=10.77.1.1:$port FABRIX_JOB_TOKEN="vm-pair-$name-$port" "$bin" --no-colors "${job_args[@]}"
+    FABRIX_BOOTSTRAP=$root:$port FABRIX_JOB_TOKEN="vm-pair-$name-$port" "$bin" --no-colors "${job_args[@]}"
   rc=$?
   got=$(($(received) - before))
   if [ "$rc" -eq 0 ] && [ -f "$counter" ] && [ "$got" -lt 1000 ]; then
