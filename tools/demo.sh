@@ -10,6 +10,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/deps.sh
-meson setup build-demo -Dbuildtype=release -Dtests=false >/dev/null 2>&1 || meson setup build-demo --reconfigure >/dev/null
+meson setup build-demo -Dbuildtype=release -Dtests=disabled >/dev/null 2>&1 || meson setup build-demo --reconfigure >/dev/null
 ninja -C build-demo -j "$(nproc)"
 build-demo/perf/fabrix-perf --loopback "$@"

@@ -108,7 +108,7 @@ for s in "${sanitized_excluded[@]}"; do suite_args+=(--no-suite "$s"); done
 phase "ASan+UBSan build and tests"
 meson setup build-ci-asan -Dwerror=true -Doptimization=1 -Dcpp_args='-g1 -fno-sanitize=null,alignment,vptr' \
   -Db_sanitize=address,undefined -Db_lundef=false -Dcuda=disabled \
-  -Dexamples=false -Dperf=false >/dev/null
+  -Dexamples=disabled -Dperf=disabled >/dev/null
 mapfile -t asan_targets < <(targets_for_suites build-ci-asan "${sanitized_suites[@]}" -- "${sanitized_excluded[@]}")
 ninja -C build-ci-asan -j "$jobs" "${asan_targets[@]}"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
@@ -132,7 +132,7 @@ tsan_excluded=(collectives)
 # grew); the main build (-O2, no sanitizer) keeps the warning as an error.
 phase "TSan build and tests"
 meson setup build-ci-tsan -Dwerror=true -Doptimization=1 -Dcpp_args='-g1 -Wno-maybe-uninitialized' -Db_sanitize=thread \
-  -Db_lundef=false -Dcuda=disabled -Dexamples=false -Dperf=false >/dev/null
+  -Db_lundef=false -Dcuda=disabled -Dexamples=disabled -Dperf=disabled >/dev/null
 mapfile -t tsan_targets < <(targets_for_suites build-ci-tsan "${tsan_suites[@]}" -- "${tsan_excluded[@]}")
 ninja -C build-ci-tsan -j "$jobs" "${tsan_targets[@]}"
 tsan_args=()

@@ -48,7 +48,7 @@ if [ -z "$build" ]; then
   if [ ! -f "$build/meson-info/intro-tests.json" ]; then
     say "configuring $build"
     log=$(mktemp "${TMPDIR:-/tmp}/fabrix-bundle-setup.XXXXXX")
-    meson setup "$build" "$root" -Dcuda=enabled -Dbuildtype=debugoptimized -Dexamples=false >"$log" 2>&1 || {
+    meson setup "$build" "$root" -Dcuda=enabled -Dbuildtype=debugoptimized -Dexamples=disabled >"$log" 2>&1 || {
       tail -30 "$log" >&2
       die "meson setup failed (log: $log)"
     }
