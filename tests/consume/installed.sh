@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # installed: installs this build into a scratch DESTDIR and consumes the
-# result the way a user of the installed package would:
-#   (a) core consumer built with `pkg-config --cflags --libs fabrix`, run;
-#   (b) the same consumer built with CMake: find_package(fabrix <version>)
-#       + fabrix::fabrix (and, when fabrixConfig says UCX, a UCX consumer
-#       with COMPONENTS ucx + fabrix::ucx), run; find_package(fabrix 99)
-#       must be refused (version file);
-#   (c) when fabrix-ucx.pc was installed, a UCX consumer built with
-#       `pkg-config --cflags --libs fabrix-ucx`, run.
+# result the way a user of the installed package would, every consumer with
+# -Wall -Wextra -Wpedantic -Werror:
+#   (a) core consumer built with `pkg-config --cflags --libs fabrix` and no
+#       -std flag of its own (the .pc carries -std=c++20), run;
+#   (b) each component whose fabrix-<name>.pc was installed (ucx, ofi,
+#       verbs, mpi, cuda): its consumer built with
+#       `pkg-config --cflags --libs fabrix-<name>`; run, except verbs (no
+#       RDMA device here: a link check);
+#   (c) the same consumers built with CMake: find_package(fabrix <version>
+#       COMPONENTS <those components>) + fabrix::<name>; find_package(fabrix
+#       99) must be refused (version file), and so must an unknown component.
 # Every consumer must take its headers and library from the DESTDIR.
 #
 # Environment (set by tests/consume/meson.build):
@@ -58,12 +61,16 @@ for f in "$includedir/fabrix/fabrix.hpp" "$libdir/libfabrix_bootstrap.a" "$pcdir
          "$cmakedir/fabrixConfig.cmake" "$cmakedir/fabrixConfigVersion.cmake"; do
   [[ -f $f ]] || die "not installed: ${f#"$stage"}"
 done
-has_ucx=0
-if [[ -f $pcdir/fabrix-ucx.pc ]]; then
-  has_ucx=1
-  [[ -f $includedir/fabrix/ucx.hpp ]] || die "fabrix-ucx.pc installed without fabrix/ucx.hpp"
-fi
-say "installed under $FABRIX_PREFIX: headers, libfabrix_bootstrap.a, fabrix.pc$( ((has_ucx)) && echo ', fabrix-ucx.pc'), CMake package"
+# The components this build installed, each with the header it promises.
+declare -A header=([ucx]=ucx.hpp [ofi]=ofi.hpp [verbs]=verbs.hpp [mpi]=mpi.hpp [cuda]=cuda_ipc.hpp)
+components=()
+for c in ucx ofi verbs mpi cuda; do
+  if [[ -f $pcdir/fabrix-$c.pc ]]; then
+    [[ -f $includedir/fabrix/${header[$c]} ]] || die "fabrix-$c.pc installed without fabrix/${header[$c]}"
+    components+=("$c")
+  fi
+done
+say "installed under $FABRIX_PREFIX: headers, libfabrix_bootstrap.a, fabrix.pc, CMake package; components: ${components[*]:-none}"
 
 # The .pc files name the real prefix. Point them at the DESTDIR by rewriting
 # only their prefix= line in scratch copies: PKG_CONFIG_SYSROOT_DIR would also
@@ -79,27 +86,54 @@ pc() {
 }
 warn=(-Wall -Wextra -Wpedantic -Werror)
 
-# (a) pkg-config, core.
+# Each component's consumer: source, compiler flags, and whether it runs here.
+consumer_src() {
+  case $1 in
+    ucx | ofi | verbs) echo provider_loopback.cpp ;;
+    mpi) echo mpi_uninitialized.cpp ;;
+    cuda) echo cuda_probe.cpp ;;
+  esac
+}
+consumer_defs() {
+  case $1 in
+    ofi) echo -DFABRIX_CONSUME_OFI ;;
+    verbs) echo -DFABRIX_CONSUME_VERBS ;;
+  esac
+}
+runs_here() { [[ $1 != verbs ]]; }
+run_consumer() {  # component, binary
+  if runs_here "$1"; then
+    UCX_WARN_UNUSED_ENV_VARS=n "$2"
+  else
+    say "  $1: built and linked (not run: needs an RDMA device)"
+  fi
+}
+
+# (a) pkg-config, core: no -std flag of the consumer's own.
 [[ $(pc --modversion fabrix) == "$FABRIX_VERSION" ]] || die "pkg-config fabrix version is $(pc --modversion fabrix), expected $FABRIX_VERSION"
 read -r -a flags <<< "$(pc --cflags --libs fabrix)"
 say "(a) pkg-config --cflags --libs fabrix: ${flags[*]}"
 [[ " ${flags[*]} " == *" -I$includedir "* ]] || die "pkg-config cflags do not point into the DESTDIR"
 [[ " ${flags[*]} " == *" -L$libdir "* ]] || die "pkg-config libs do not point into the DESTDIR"
-"${CXX_CMD[@]}" -std=c++20 "${warn[@]}" "$FABRIX_CONSUME_SRC/core_only.cpp" -o "$tmp/pc_core" "${flags[@]}"
+[[ " ${flags[*]} " == *" -std=c++20 "* ]] || die "fabrix.pc does not carry -std=c++20"
+"${CXX_CMD[@]}" "${warn[@]}" "$FABRIX_CONSUME_SRC/core_only.cpp" -o "$tmp/pc_core" "${flags[@]}"
 "$tmp/pc_core"
 
-# (c) pkg-config, UCX.
-if ((has_ucx)); then
-  read -r -a flags <<< "$(pc --cflags --libs fabrix-ucx)"
-  say "(c) pkg-config --cflags --libs fabrix-ucx: ${flags[*]}"
-  [[ " ${flags[*]} " == *" -lucp "* ]] || die "fabrix-ucx.pc does not bring in UCX (-lucp)"
-  "${CXX_CMD[@]}" -std=c++20 "${warn[@]}" "$FABRIX_CONSUME_SRC/ucx_loopback.cpp" -o "$tmp/pc_ucx" "${flags[@]}"
-  UCX_WARN_UNUSED_ENV_VARS=n "$tmp/pc_ucx"
-else
-  say "(c) no fabrix-ucx.pc installed (built without UCX): UCX consumer not built"
-fi
+# (b) pkg-config, each component.
+declare -A needs=([ucx]=-lucp [ofi]=-lfabric [verbs]=-libverbs [cuda]=-lcudart_static)
+for c in "${components[@]}"; do
+  read -r -a flags <<< "$(pc --cflags --libs "fabrix-$c")"
+  say "(b) pkg-config --cflags --libs fabrix-$c: ${flags[*]}"
+  [[ " ${flags[*]} " == *" -std=c++20 "* ]] || die "fabrix-$c.pc does not carry -std=c++20 (through fabrix.pc)"
+  if [[ -n ${needs[$c]:-} && " ${flags[*]} " != *" ${needs[$c]} "* ]]; then
+    die "fabrix-$c.pc does not bring in ${needs[$c]}"
+  fi
+  read -r -a defs <<< "$(consumer_defs "$c")"
+  "${CXX_CMD[@]}" "${warn[@]}" "${defs[@]}" "$FABRIX_CONSUME_SRC/$(consumer_src "$c")" -o "$tmp/pc_$c" "${flags[@]}"
+  run_consumer "$c" "$tmp/pc_$c"
+done
 
-# (b) CMake.
+# (c) CMake.
 cmake_cxx=()
 compiler=("${CXX_CMD[@]}")
 case "$(basename "${compiler[0]}")" in
@@ -110,19 +144,24 @@ generator=()
 if command -v ninja > /dev/null; then generator=(-G Ninja); fi
 
 mkdir -p "$tmp/cmake-src"
-cp "$FABRIX_CONSUME_SRC/core_only.cpp" "$FABRIX_CONSUME_SRC/ucx_loopback.cpp" "$tmp/cmake-src/"
+cp "$FABRIX_CONSUME_SRC"/{core_only,provider_loopback,mpi_uninitialized,cuda_probe}.cpp "$tmp/cmake-src/"
 cat > "$tmp/cmake-src/CMakeLists.txt" <<'CMAKE'
 cmake_minimum_required(VERSION 3.16)
 project(fabrix_cmake_consumer LANGUAGES CXX)
 
-# The version file must refuse an incompatible request.
+# The version file must refuse an incompatible request, the package an
+# unknown component.
 find_package(fabrix 99 QUIET)
 if(fabrix_FOUND)
   message(FATAL_ERROR "find_package(fabrix 99) accepted fabrix ${fabrix_VERSION}")
 endif()
+find_package(fabrix QUIET COMPONENTS no_such_component)
+if(fabrix_FOUND)
+  message(FATAL_ERROR "find_package(fabrix COMPONENTS no_such_component) succeeded")
+endif()
 
-find_package(fabrix ${FABRIX_EXPECTED_VERSION} EXACT REQUIRED)
-message(STATUS "fabrix ${fabrix_VERSION} from ${fabrix_DIR} (UCX: ${fabrix_HAS_UCX})")
+find_package(fabrix ${FABRIX_EXPECTED_VERSION} EXACT REQUIRED COMPONENTS ${FABRIX_COMPONENTS})
+message(STATUS "fabrix ${fabrix_VERSION} from ${fabrix_DIR} (components: ${FABRIX_COMPONENTS})")
 string(FIND "${fabrix_DIR}" "${FABRIX_STAGE}/" at)
 if(NOT at EQUAL 0)
   message(FATAL_ERROR "found fabrix at ${fabrix_DIR}, not in ${FABRIX_STAGE}")
@@ -136,28 +175,39 @@ add_executable(app core_only.cpp)
 target_link_libraries(app PRIVATE fabrix::fabrix)
 target_compile_options(app PRIVATE ${warn})
 
-if(fabrix_HAS_UCX)
-  find_package(fabrix REQUIRED COMPONENTS ucx)
-  add_executable(app_ucx ucx_loopback.cpp)
-  target_link_libraries(app_ucx PRIVATE fabrix::ucx)
-  target_compile_options(app_ucx PRIVATE ${warn})
-endif()
+set(source_ucx provider_loopback.cpp)
+set(source_ofi provider_loopback.cpp)
+set(define_ofi FABRIX_CONSUME_OFI)
+set(source_verbs provider_loopback.cpp)
+set(define_verbs FABRIX_CONSUME_VERBS)
+set(source_mpi mpi_uninitialized.cpp)
+set(source_cuda cuda_probe.cpp)
+foreach(c IN LISTS FABRIX_COMPONENTS)
+  if(NOT TARGET fabrix::${c})
+    message(FATAL_ERROR "fabrix::${c} is not defined")
+  endif()
+  add_executable(app_${c} ${source_${c}})
+  target_link_libraries(app_${c} PRIVATE fabrix::${c})
+  target_compile_options(app_${c} PRIVATE ${warn})
+  if(define_${c})
+    target_compile_definitions(app_${c} PRIVATE ${define_${c}})
+  endif()
+endforeach()
 CMAKE
 
-say "(b) cmake with CMAKE_PREFIX_PATH=$prefix"
+say "(c) cmake with CMAKE_PREFIX_PATH=$prefix, COMPONENTS ${components[*]:-none}"
 cmake -S "$tmp/cmake-src" -B "$tmp/cmake-build" "${generator[@]}" "${cmake_cxx[@]}" \
   -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$prefix" \
   -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF \
   -DFABRIX_EXPECTED_VERSION="$FABRIX_VERSION" \
+  -DFABRIX_COMPONENTS="$(IFS=';'; echo "${components[*]}")" \
   -DFABRIX_STAGE="$stage" > "$tmp/cmake-configure.log" 2>&1 || { cat "$tmp/cmake-configure.log" >&2; die "cmake configure"; }
 grep -- '-- fabrix ' "$tmp/cmake-configure.log" || true
 cmake --build "$tmp/cmake-build" > "$tmp/cmake-build.log" 2>&1 || { cat "$tmp/cmake-build.log" >&2; die "cmake build"; }
 "$tmp/cmake-build/app"
-if [[ -x $tmp/cmake-build/app_ucx ]]; then
-  UCX_WARN_UNUSED_ENV_VARS=n "$tmp/cmake-build/app_ucx"
-elif ((has_ucx)); then
-  die "fabrix-ucx.pc is installed but the CMake package has no UCX (fabrix_HAS_UCX)"
-fi
+for c in "${components[@]}"; do
+  run_consumer "$c" "$tmp/cmake-build/app_$c"
+done
 
 say "ok"

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # subproject: consumes fabrix as a Meson subproject, the way a project that
 # vendors it (or uses a wrap) does. Creates a scratch project whose
-# subprojects/fabrix is a symlink to this source tree, gets the core with
-#   dependency('fabrix', fallback: ['fabrix', 'fabrix_dep'])
-# with fabrix's tests and examples turned off, builds the core consumer and,
-# when the subproject provides fabrix-ucx, the UCX consumer; runs both.
-# Also checks that none of fabrix's own tests/examples were configured.
+# subprojects/fabrix is a symlink to this source tree and whose
+# subprojects/fabrix.wrap names what fabrix provides (packaging/README.md),
+# then asks with plain dependency() calls, no fallback: keyword:
+#   dependency('fabrix'), dependency('fabrix-ucx'), -ofi, -verbs, -mpi
+# and builds each consumer with warning_level=3 and werror; runs them (verbs:
+# a link check, no RDMA device here). Passes no fabrix option: checks that
+# in a subproject fabrix's tests, examples, perf tools and CUDA kernels are
+# off by default (no nvcc run when the parent did not ask).
 #
 # Environment (set by tests/consume/meson.build):
 #   MESON               the meson command
@@ -35,20 +38,38 @@ trap 'rm -rf "$tmp"' EXIT
 proj="$tmp/consumer"
 mkdir -p "$proj/subprojects"
 ln -s "$FABRIX_SOURCE_ROOT" "$proj/subprojects/fabrix"
-cp "$FABRIX_CONSUME_SRC/core_only.cpp" "$FABRIX_CONSUME_SRC/ucx_loopback.cpp" "$proj/"
+cp "$FABRIX_CONSUME_SRC"/{core_only,provider_loopback,mpi_uninitialized}.cpp "$proj/"
+cat > "$proj/subprojects/fabrix.wrap" <<'WRAP'
+[wrap-file]
+directory = fabrix
+
+[provide]
+dependency_names = fabrix, fabrix-ucx, fabrix-ofi, fabrix-verbs, fabrix-mpi, fabrix-cuda
+WRAP
 cat > "$proj/meson.build" <<'MESON'
 project('fabrix_subproject_consumer', 'cpp',
-  default_options: ['cpp_std=c++20', 'warning_level=3', 'werror=true', 'buildtype=plain',
-                    'fabrix:tests=false', 'fabrix:examples=false', 'fabrix:perf=false'])
+  default_options: ['cpp_std=c++20', 'warning_level=3', 'werror=true', 'buildtype=plain'])
 
-fabrix_dep = dependency('fabrix', fallback: ['fabrix', 'fabrix_dep'])
-test('core_only', executable('core_only', 'core_only.cpp', dependencies: fabrix_dep))
+test('core_only', executable('core_only', 'core_only.cpp', dependencies: dependency('fabrix')))
 
-# fabrix overrides 'fabrix-ucx' only when it found UCX.
-fabrix_ucx_dep = dependency('fabrix-ucx', fallback: 'fabrix', required: false)
-if fabrix_ucx_dep.found()
-  test('ucx_loopback', executable('ucx_loopback', 'ucx_loopback.cpp', dependencies: fabrix_ucx_dep),
-    env: ['UCX_WARN_UNUSED_ENV_VARS=n'])
+# A provider is there when fabrix found its library.
+consumers = {
+  'ucx': ['provider_loopback.cpp', []],
+  'ofi': ['provider_loopback.cpp', ['-DFABRIX_CONSUME_OFI']],
+  'verbs': ['provider_loopback.cpp', ['-DFABRIX_CONSUME_VERBS']],
+  'mpi': ['mpi_uninitialized.cpp', []],
+}
+foreach name, how : consumers
+  dep = dependency('fabrix-' + name, required: false)
+  if dep.found()
+    exe = executable(name + '_consumer', how[0], cpp_args: how[1], dependencies: dep)
+    if name != 'verbs'
+      test(name, exe, env: ['UCX_WARN_UNUSED_ENV_VARS=n'])
+    endif
+  endif
+endforeach
+if dependency('fabrix-cuda', required: false).found()
+  error('fabrix-cuda was configured in a subproject whose parent did not ask for it')
 endif
 MESON
 
@@ -56,16 +77,18 @@ say "project in $proj, subprojects/fabrix -> $FABRIX_SOURCE_ROOT"
 # CXX: build with the same compiler as the enclosing build. Forcing the
 # fallback keeps an installed fabrix.pc from being picked instead.
 if ! CXX="$*" "${MESON_CMD[@]}" setup "$proj/build" "$proj" --wrap-mode=nodownload \
-      --force-fallback-for=fabrix,fabrix-ucx > "$tmp/setup.log" 2>&1; then
+      --force-fallback-for=fabrix,fabrix-ucx,fabrix-ofi,fabrix-verbs,fabrix-mpi,fabrix-cuda > "$tmp/setup.log" 2>&1; then
   cat "$tmp/setup.log" >&2
   die "meson setup"
 fi
-grep -E '^(Dependency fabrix|Run-time dependency fabrix|Found pkg-config|  Subproject fabrix)|fabrix(-ucx)? .*found' \
-  "$tmp/setup.log" || true
+grep -E '^Dependency fabrix' "$tmp/setup.log" || true
 
 targets=$("${MESON_CMD[@]}" introspect --targets "$proj/build")
-if grep -Eq '"name": "(unit_|conformance_)' <<< "$targets"; then
-  die "fabrix:tests=false did not turn fabrix's tests off"
+if grep -Eq '"name": "(unit_|conformance_|hello_write"|fabrix-perf")' <<< "$targets"; then
+  die "fabrix's tests, examples or perf tools were configured in a subproject that did not ask for them"
+fi
+if grep -q '"name": "fabrix_cuda_kernels"' <<< "$targets"; then
+  die "fabrix's CUDA kernels were configured in a subproject that did not ask for them"
 fi
 grep -q '"name": "fabrix_bootstrap"' <<< "$targets" || die "the subproject did not provide the fabrix_bootstrap library"
 
@@ -75,10 +98,6 @@ if ! "${MESON_CMD[@]}" compile -C "$proj/build" > "$tmp/compile.log" 2>&1; then
 fi
 say "built: $(grep -o '"name": "[^"]*"' <<< "$targets" | sed 's/"name": //' | tr -d '"' | tr '\n' ' ')"
 
-"$proj/build/core_only"
-if [[ -x $proj/build/ucx_loopback ]]; then
-  UCX_WARN_UNUSED_ENV_VARS=n "$proj/build/ucx_loopback"
-else
-  say "the subproject provides no fabrix-ucx (built without UCX): UCX consumer not built"
-fi
+"${MESON_CMD[@]}" test -C "$proj/build" --no-rebuild --print-errorlogs > "$tmp/test.log" 2>&1 || { cat "$tmp/test.log" >&2; die "a consumer failed"; }
+grep -E '^ *[0-9]+/[0-9]+ ' "$tmp/test.log" || true
 say "ok"
