@@ -161,6 +161,14 @@ struct bootstrap_config {
   std::string source = "none";  // "FABRIX", "OpenMPI", "PMIx", "PMI", "Slurm" or "none"
 };
 
+// Which engine bootstrap::from_env() would run, and why, decided from the
+// environment alone (no socket, no PMIx call): fabrix-info shows it.
+struct bootstrap_plan {
+  std::string engine;              // "pmix" or "tcp"
+  bool tcp_if_pmix_fails = false;  // auto-detected PMIx: from_env() falls back to the TCP store
+  std::string why;
+};
+
 class bootstrap_root;
 
 // A user's out-of-band allgather, for bootstrap::from_callbacks (the UCC
@@ -209,6 +217,11 @@ class bootstrap {
   // FABRIX_SIZE, FABRIX_BOOTSTRAP is set; the TCP store otherwise, also when
   // PMIx_Init fails. describe() says which one runs.
   static result<bootstrap> from_env(const bootstrap_options& opts = {});
+  // from_env()'s choice of engine; invalid_argument for a bad
+  // FABRIX_BOOTSTRAP_ENGINE, as from_env() gives.
+  static result<bootstrap_plan> plan_from_env();
+  // Whether this fabrix was built with PMIx (meson option pmix).
+  static bool has_pmix() noexcept;
   // Joins a job: rank 0 listens on `root` and waits for the size-1 peers;
   // other ranks connect to it. Returns once the whole job is assembled.
   // size == 1 opens no socket and ignores `root`.

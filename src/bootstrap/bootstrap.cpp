@@ -117,16 +117,28 @@ bool set(const char* name) { return detail::env_text(name) != nullptr; }
 
 }  // namespace
 
-result<bootstrap> bootstrap::from_env(const bootstrap_options& opts) {
+result<bootstrap_plan> bootstrap::plan_from_env() {
   const char* engine_var = detail::env_text("FABRIX_BOOTSTRAP_ENGINE");
   const std::string engine = engine_var != nullptr ? engine_var : "";
-  if (engine == "pmix") return from_pmix(opts);
+  if (engine == "pmix") return bootstrap_plan{"pmix", false, "FABRIX_BOOTSTRAP_ENGINE=pmix"};
   if (!engine.empty() && engine != "tcp" && engine != "auto")
     return boot::fail(status::invalid_argument,
                       "FABRIX_BOOTSTRAP_ENGINE=" + engine + ": expected tcp, pmix or auto (or unset)");
-  if (engine != "tcp" && set("PMIX_NAMESPACE") && !set("FABRIX_RANK") && !set("FABRIX_SIZE") &&
-      !set("FABRIX_BOOTSTRAP")) {
-    if (auto b = from_pmix(opts)) return b;  // else the TCP store, as without PMIx
+  if (engine == "tcp") return bootstrap_plan{"tcp", false, "FABRIX_BOOTSTRAP_ENGINE=tcp"};
+  const std::string asked = engine.empty() ? "FABRIX_BOOTSTRAP_ENGINE unset" : "FABRIX_BOOTSTRAP_ENGINE=auto";
+  if (!set("PMIX_NAMESPACE")) return bootstrap_plan{"tcp", false, asked + ", no PMIx launcher (PMIX_NAMESPACE unset)"};
+  if (set("FABRIX_RANK") || set("FABRIX_SIZE") || set("FABRIX_BOOTSTRAP"))
+    return bootstrap_plan{"tcp", false, asked + ", a PMIx launcher but FABRIX_RANK/SIZE/BOOTSTRAP set"};
+  if (!has_pmix()) return bootstrap_plan{"tcp", false, asked + ", a PMIx launcher but fabrix was built without PMIx"};
+  return bootstrap_plan{"pmix", true, asked + ", a PMIx launcher (PMIX_NAMESPACE set)"};
+}
+
+result<bootstrap> bootstrap::from_env(const bootstrap_options& opts) {
+  auto plan = plan_from_env();
+  if (!plan) return unexpected(plan.error());
+  if (plan->engine == "pmix") {
+    auto b = from_pmix(opts);
+    if (b || !plan->tcp_if_pmix_fails) return b;  // else the TCP store, as without PMIx
   }
   auto config = config_from_env();
   if (!config) return unexpected(config.error());

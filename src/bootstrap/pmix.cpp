@@ -20,6 +20,8 @@
 
 namespace fabrix {
 
+bool bootstrap::has_pmix() noexcept { return FABRIX_HAVE_PMIX != 0; }
+
 #if FABRIX_HAVE_PMIX
 
 namespace detail::boot {
