@@ -37,6 +37,15 @@ enum class gpu_path : std::uint8_t {
   direct,  // the NIC / copy engine touches device memory itself
 };
 
+constexpr std::string_view to_string(gpu_path p) noexcept {
+  switch (p) {
+    case gpu_path::none: return "none";
+    case gpu_path::staged: return "staged";
+    case gpu_path::direct: return "direct";
+  }
+  return "unknown";
+}
+
 // What a provider can do. For a static provider these are compile-time
 // constants (P::caps) and an unsupported operation is a static_assert; for
 // any_provider they are known at run time only and the operation returns

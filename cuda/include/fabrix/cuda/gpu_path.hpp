@@ -23,14 +23,7 @@ constexpr gpu_path choose_gpu_path(bool native, bool staging_available) noexcept
   return native ? gpu_path::direct : staging_available ? gpu_path::staged : gpu_path::none;
 }
 
-constexpr std::string_view to_string(gpu_path p) noexcept {
-  switch (p) {
-    case gpu_path::none: return "none";
-    case gpu_path::staged: return "staged";
-    case gpu_path::direct: return "direct";
-  }
-  return "unknown";
-}
+using fabrix::to_string;  // gpu_path's, in capabilities.hpp
 
 inline unexpected refuse_device_memory(std::string_view provider, std::string_view why) {
   return unexpected(status::unsupported,
