@@ -322,7 +322,17 @@ inline result<void> open_objects(domain_state& d) {
     if (int ret = fi_setname(&d.ep->fid, const_cast<char*>(name.c_str()), name.size() + 1); ret != 0)
       return fail(ret, "fi_setname(" + name + ")");
   }
-  if (int ret = fi_enable(d.ep); ret != 0) return fail(ret, "fi_enable");
+  if (int ret = fi_enable(d.ep); ret != 0) {
+    // ofi_rxm over verbs sizes its CQ from FI_UNIVERSE_SIZE (default 256):
+    // a device with fewer CQ entries (rxe: 32767) refuses it here.
+    const bool rxm_verbs = std::strstr(info->fabric_attr->prov_name, "verbs") != nullptr &&
+                           std::strstr(info->fabric_attr->prov_name, "ofi_rxm") != nullptr;
+    if (ret == -FI_EINVAL && rxm_verbs && std::getenv("FI_UNIVERSE_SIZE") == nullptr)
+      return fail(ret,
+                  "fi_enable (verbs;ofi_rxm sizes its completion queue from FI_UNIVERSE_SIZE, default 256; "
+                  "a device with fewer CQ entries, such as rxe, refuses it: try FI_UNIVERSE_SIZE=64)");
+    return fail(ret, "fi_enable");
+  }
 
   d.mr_mode = static_cast<std::uint64_t>(info->domain_attr->mr_mode);
   d.manual_progress = info->domain_attr->data_progress != FI_PROGRESS_AUTO;
