@@ -1,6 +1,7 @@
 #!/bin/bash
 # Runs inside the VM (tests/vm/vm-run.sh -- bash tests/vm/sanity.sh): rxe0
-# is visible to every tool and real RC traffic flows on it, data checked.
+# is visible to every tool and real RC traffic flows on it, data checked;
+# then, when FABRIX_INFO_CHECK is set (meson does), fabrix-info's report.
 # Each check prints what it saw; the first that fails ends the run non-zero.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/guest-lib.sh"
@@ -38,5 +39,10 @@ pair 60 ib_atomic_bw -d "$dev" -x "$gid" -n 200 -F -- 127.0.0.1 || fail "ib_atom
 
 step "ib_send_bw -R: RC sends on QPs connected by rdma_cm (as libfabric's verbs provider connects)"
 pair 60 ib_send_bw -d "$dev" -R -s 4096 -n 100 -F -- "$FABRIX_VM_IPV4" || fail "ib_send_bw -R"
+
+if [ -n "${FABRIX_INFO_CHECK:-}" ]; then
+  step "fabrix-info lists $dev, an active port with a RoCE v2 GID, and the verbs provider would use it"
+  $FABRIX_INFO_CHECK --expect-rdma "$dev" || fail "fabrix-info"
+fi
 
 echo "sanity: all checks passed"

@@ -1,0 +1,65 @@
+// Providers: every one compiled into fabrix-info, best first, opened the
+// way fabrix::open(name) opens it, with default options and the FABRIX_*
+// environment. An opened one reports what it runs on and its capabilities
+// (the GPU path included); one that cannot open reports why, which is most
+// often the answer to "why is it not used here?".
+#include "sections.hpp"
+
+#if FABRIX_HAVE_UCX
+#include <fabrix/ucx.hpp>
+#endif
+#if FABRIX_HAVE_OFI
+#include <fabrix/ofi.hpp>
+#endif
+#if FABRIX_HAVE_VERBS
+#include <fabrix/verbs.hpp>
+#endif
+#if FABRIX_HAVE_CUDA_IPC
+#include <fabrix/cuda_ipc.hpp>
+#endif
+
+#include <fabrix/any_provider.hpp>
+#include <fabrix/fabrix.hpp>
+
+namespace fabrix::info {
+
+namespace {
+
+value capabilities_of(const capabilities& c) {
+  value v = value::make_object();
+  v.set("rma", c.rma)
+      .set("write_with_imm", c.write_with_imm)
+      .set("atomics", c.atomics)
+      .set("send_recv", c.send_recv)
+      .set("gpu_path", to_string(c.gpu))
+      .set("max_sge", static_cast<std::int64_t>(c.max_sge))
+      .set("needs_target_progress", c.needs_target_progress);
+  return v;
+}
+
+value opened(std::string_view name) {
+  value v = value::make_object();
+  v.set("name", name);
+  auto d = fabrix::open(name);
+  if (!d) {
+    v.set("opens", false).set("why_not", d.error().describe());
+    return v;
+  }
+  v.set("opens", true).set("describe", d->describe()).set("capabilities", capabilities_of(d->caps()));
+  return v;
+}
+
+}  // namespace
+
+value providers_section() {
+  value list = value::make_array();
+  for (std::string_view name : registered_providers()) list.push(opened(name));
+  value s = value::make_object();
+  s.set("compiled_in", list);
+  // What fabrix::open("auto") picks here, between processes of this host.
+  auto d = fabrix::open("auto");
+  s.set("auto", d ? value(d->describe()) : value("none opens: " + d.error().describe()));
+  return s;
+}
+
+}  // namespace fabrix::info

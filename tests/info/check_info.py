@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Checks fabrix-info against what this machine and environment are.
+
+  check_info.py FABRIX_INFO ENV_HPP [--expect-rdma DEVICE]
+
+ENV_HPP is include/fabrix/detail/env.hpp: its table is the list of variables
+the report must show. With --expect-rdma (inside the VM), DEVICE must be
+listed with an active port and a RoCE v2 GID, and the verbs provider must
+open and say it would use it. Each failed check prints what was seen; exit 1
+on the first, 0 when all pass.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+
+
+def fail(what, seen=None):
+    print(f"check_info: FAIL: {what}")
+    if seen is not None:
+        print(json.dumps(seen, indent=1)[:3000])
+    sys.exit(1)
+
+
+def run(binary, *args, env_extra=None, expect_rc=0):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FABRIX_")}
+    env.update({"UCX_WARN_UNUSED_ENV_VARS": "n"})
+    env.update(env_extra or {})
+    p = subprocess.run([binary, *args], capture_output=True, text=True, env=env, timeout=120)
+    if p.returncode != expect_rc:
+        fail(f"fabrix-info {' '.join(args)} exited {p.returncode}, expected {expect_rc}: {p.stderr[-500:]}")
+    return p.stdout
+
+
+def main():
+    args = sys.argv[1:]
+    expect_rdma = None
+    if "--expect-rdma" in args:
+        i = args.index("--expect-rdma")
+        expect_rdma = args[i + 1]
+        del args[i:i + 2]
+    binary, env_hpp = args
+    table = re.findall(r'\{"(FABRIX_[A-Z0-9_]+)",', open(env_hpp).read())
+    if len(table) < 10:
+        fail(f"read only {len(table)} variables from {env_hpp}")
+
+    # The whole report, with one known variable set and one misspelt.
+    doc = json.loads(run(binary, "--json", env_extra={"FABRIX_VERBS_GID_INDEX": "2",
+                                                      "FABRIX_VERBS_GID_INDX": "1"}))
+    sections = ["build", "providers", "rdma_devices", "gpus", "bootstrap", "environment"]
+    if list(doc) != sections:
+        fail(f"sections {list(doc)}, expected {sections}")
+
+    compiled = doc["build"]["providers"]
+    listed = [p["name"] for p in doc["providers"]["compiled_in"]]
+    if not compiled or compiled != listed:
+        fail(f"build lists providers {compiled}, the providers section {listed}", doc["providers"])
+    for p in doc["providers"]["compiled_in"]:
+        if p["opens"]:
+            caps = p["capabilities"]
+            if caps["gpu_path"] not in ("none", "staged", "direct") or not p["describe"]:
+                fail(f"provider {p['name']} opened but reports {caps}", p)
+        elif not p.get("why_not"):
+            fail(f"provider {p['name']} does not open and says nothing of why", p)
+    # Host memory over tcp always works where UCX or libfabric is built in.
+    # With an RDMA device libfabric picks verbs;ofi_rxm, which on rxe fails
+    # without FI_UNIVERSE_SIZE (tests/vm/meson.build): there the report
+    # must only say why.
+    for name in ("ucx", "ofi"):
+        p = next((p for p in doc["providers"]["compiled_in"] if p["name"] == name), None)
+        if p is not None and not p["opens"] and not (name == "ofi" and expect_rdma):
+            fail(f"{name} is compiled in but does not open here", p)
+    if any(p["opens"] for p in doc["providers"]["compiled_in"]) and doc["providers"]["auto"].startswith("none"):
+        fail("a provider opens but auto reports none", doc["providers"])
+
+    env = doc["environment"]
+    names = [v["name"] for v in env["variables"]]
+    if names != table:
+        fail(f"environment lists {len(names)} variables, env.hpp has {len(table)}",
+             sorted(set(names) ^ set(table)))
+    values = {v["name"]: v["value"] for v in env["variables"]}
+    if values["FABRIX_VERBS_GID_INDEX"] != "2" or any(v is not None for k, v in values.items()
+                                                       if k != "FABRIX_VERBS_GID_INDEX"):
+        fail("variable values are not what was set (only FABRIX_VERBS_GID_INDEX=2)", values)
+    if env["set_but_not_read_by_the_library"] != ["FABRIX_VERBS_GID_INDX"]:
+        fail("the misspelt FABRIX_VERBS_GID_INDX is not reported", env)
+
+    boot = doc["bootstrap"]
+    if boot["engine"] != "tcp" or boot["tcp_store"]["size"] != 1:
+        fail("without a launcher the bootstrap should be a TCP store of one", boot)
+    boot = json.loads(run(binary, "--json", "--section", "bootstrap", env_extra={
+        "FABRIX_RANK": "1", "FABRIX_SIZE": "3", "FABRIX_BOOTSTRAP": "127.0.0.1:7"}))["bootstrap"]
+    if boot["engine"] != "tcp" or (boot["tcp_store"]["rank"], boot["tcp_store"]["size"]) != (1, 3) \
+            or boot["tcp_store"]["root"] != "127.0.0.1:7":
+        fail("FABRIX_RANK=1 FABRIX_SIZE=3 FABRIX_BOOTSTRAP=127.0.0.1:7 not reported", boot)
+    boot = json.loads(run(binary, "--json", "--section", "bootstrap",
+                          env_extra={"FABRIX_BOOTSTRAP_ENGINE": "carrier-pigeon"}))["bootstrap"]
+    if not boot["engine"].startswith("none") or "FABRIX_BOOTSTRAP_ENGINE" not in boot["engine"]:
+        fail("a bad FABRIX_BOOTSTRAP_ENGINE is not reported as such", boot)
+
+    # RDMA devices: every one sysfs shows is listed; inside the VM, the one expected.
+    sysfs = sorted(os.listdir("/sys/class/infiniband")) if os.path.isdir("/sys/class/infiniband") else []
+    rdma = doc["rdma_devices"]
+    if "rdma-core" not in str(rdma["verbs_would_use"]) and sorted(d["name"] for d in rdma["devices"]) != sysfs:
+        fail(f"sysfs shows RDMA devices {sysfs}", rdma)
+    if expect_rdma:
+        dev = next((d for d in rdma["devices"] if d["name"] == expect_rdma), None)
+        if dev is None:
+            fail(f"{expect_rdma} not listed", rdma)
+        active = [p for p in dev["ports"] if "active" in p["state"].lower()]
+        if not active or not any(g["type"] == "RoCE v2" for g in active[0]["gids"]):
+            fail(f"{expect_rdma}: no active port with a RoCE v2 GID", dev)
+        if sum(g["best"] for g in active[0]["gids"]) != 1:
+            fail(f"{expect_rdma}: not exactly one GID marked best", dev)
+        # The GID index set above (2) may not exist on rxe0: ask without it.
+        rdma = json.loads(run(binary, "--json", "--section", "rdma_devices"))["rdma_devices"]
+        if not isinstance(rdma["verbs_would_use"], dict) or rdma["verbs_would_use"]["device"] != expect_rdma:
+            fail(f"the verbs provider would not use {expect_rdma}", rdma)
+        providers = json.loads(run(binary, "--json", "--section", "providers"))["providers"]
+        verbs = next((p for p in providers["compiled_in"] if p["name"] == "verbs"), None)
+        if verbs is None or not verbs["opens"]:
+            fail("verbs does not open where an RDMA device is", verbs)
+
+    # The text form has every section and provider; bad arguments are refused.
+    text = run(binary)
+    for word in sections + compiled:
+        if word not in text:
+            fail(f"the text report does not mention {word}")
+    run(binary, "--section", "no-such-section", expect_rc=2)
+    run(binary, "--jsn", expect_rc=2)
+    print(f"check_info: ok ({len(compiled)} providers, {len(table)} variables, RDMA devices {sysfs})")
+
+
+if __name__ == "__main__":
+    main()
