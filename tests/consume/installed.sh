@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # installed: installs this build into a scratch DESTDIR and consumes the
 # result the way a user of the installed package would, every consumer with
-# -Wall -Wextra -Wpedantic -Werror:
+# -Wall -Wextra -Wpedantic -Werror (and fabrix-info, installed, must run and
+# report this version):
 #   (a) core consumer built with `pkg-config --cflags --libs fabrix` and no
 #       -std flag of its own (the .pc carries -std=c++20), run;
 #   (b) each component whose fabrix-<name>.pc was installed (ucx, ofi,
@@ -16,8 +17,8 @@
 # Environment (set by tests/consume/meson.build):
 #   MESON               the meson command
 #   FABRIX_BUILD_ROOT   the build directory to install
-#   FABRIX_PREFIX       prefix, libdir, includedir of that build (absolute)
-#   FABRIX_LIBDIR  FABRIX_INCLUDEDIR
+#   FABRIX_PREFIX       prefix, libdir, includedir, bindir of that build (absolute)
+#   FABRIX_LIBDIR  FABRIX_INCLUDEDIR  FABRIX_BINDIR
 #   FABRIX_VERSION      project version
 #   FABRIX_CONSUME_SRC  tests/consume (consumer sources)
 # Arguments: the C++ compiler command.
@@ -30,7 +31,7 @@ die() { echo "installed: FAIL: $*" >&2; exit 1; }
 (( $# >= 1 )) || die "no compiler command given"
 CXX_CMD=("$@")
 : "${MESON:?}" "${FABRIX_BUILD_ROOT:?}" "${FABRIX_PREFIX:?}" "${FABRIX_LIBDIR:?}" "${FABRIX_INCLUDEDIR:?}"
-: "${FABRIX_VERSION:?}" "${FABRIX_CONSUME_SRC:?}"
+: "${FABRIX_VERSION:?}" "${FABRIX_CONSUME_SRC:?}" "${FABRIX_BINDIR:?}"
 
 for tool in pkg-config cmake; do
   if ! command -v "$tool" > /dev/null; then
@@ -71,6 +72,12 @@ for c in ucx ofi verbs mpi cuda; do
   fi
 done
 say "installed under $FABRIX_PREFIX: headers, libfabrix_bootstrap.a, fabrix.pc, CMake package; components: ${components[*]:-none}"
+
+# fabrix-info is installed and runs from there.
+info="$stage$FABRIX_BINDIR/fabrix-info"
+[[ -x $info ]] || die "not installed: ${info#"$stage"}"
+"$info" --json --section build | grep -q "\"version\": \"$FABRIX_VERSION\"" || die "installed fabrix-info does not report $FABRIX_VERSION"
+say "fabrix-info installed: $("$info" --section build | tr '\n' ' ')"
 
 # The .pc files name the real prefix. Point them at the DESTDIR by rewriting
 # only their prefix= line in scratch copies: PKG_CONFIG_SYSROOT_DIR would also

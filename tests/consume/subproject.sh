@@ -7,8 +7,8 @@
 #   dependency('fabrix'), dependency('fabrix-ucx'), -ofi, -verbs, -mpi
 # and builds each consumer with warning_level=3 and werror; runs them (verbs:
 # a link check, no RDMA device here). Passes no fabrix option: checks that
-# in a subproject fabrix's tests, examples, perf tools and CUDA kernels are
-# off by default (no nvcc run when the parent did not ask).
+# in a subproject fabrix's tests, examples, perf tools, fabrix-info and CUDA
+# kernels are off by default (no nvcc run when the parent did not ask).
 #
 # Environment (set by tests/consume/meson.build):
 #   MESON               the meson command
@@ -84,8 +84,8 @@ fi
 grep -E '^Dependency fabrix' "$tmp/setup.log" || true
 
 targets=$("${MESON_CMD[@]}" introspect --targets "$proj/build")
-if grep -Eq '"name": "(unit_|conformance_|hello_write"|fabrix-perf")' <<< "$targets"; then
-  die "fabrix's tests, examples or perf tools were configured in a subproject that did not ask for them"
+if grep -Eq '"name": "(unit_|conformance_|hello_write"|fabrix-perf"|fabrix-info")' <<< "$targets"; then
+  die "fabrix's tests, examples or tools were configured in a subproject that did not ask for them"
 fi
 if grep -q '"name": "fabrix_cuda_kernels"' <<< "$targets"; then
   die "fabrix's CUDA kernels were configured in a subproject that did not ask for them"
