@@ -106,7 +106,10 @@ value rdma_devices_section() {
   ibv_device** list = ibv_get_device_list(&n);
   value devices = value::make_array();
   if (list == nullptr) {
-    s.set("error", std::string("ibv_get_device_list: ") + std::strerror(errno));
+    const int e = errno;
+    // ENOSYS: the kernel offers no RDMA (ib_uverbs not loaded, or none built).
+    s.set("error", std::string("ibv_get_device_list: ") + std::strerror(e) +
+                       (e == ENOSYS ? " (no RDMA in this kernel, or ib_uverbs not loaded)" : ""));
   } else {
     for (int i = 0; i < n; ++i) devices.push(device_of(list[i]));
     ibv_free_device_list(list);

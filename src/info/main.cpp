@@ -10,7 +10,6 @@
 #include "sections.hpp"
 
 #include <cstdio>
-#include <cstring>
 #include <string>
 #include <vector>
 
