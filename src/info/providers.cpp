@@ -37,10 +37,9 @@ value capabilities_of(const capabilities& c) {
   return v;
 }
 
-value opened(std::string_view name) {
+value described(std::string_view name, const result<any_domain>& d) {
   value v = value::make_object();
   v.set("name", name);
-  auto d = fabrix::open(name);
   if (!d) {
     v.set("opens", false).set("why_not", d.error().describe());
     return v;
@@ -53,12 +52,17 @@ value opened(std::string_view name) {
 
 value providers_section() {
   value list = value::make_array();
-  for (std::string_view name : registered_providers()) list.push(opened(name));
+  // What fabrix::open("auto") picks: the first provider, best first, that
+  // opens (any_provider.hpp), i.e. the first one opened here; not opened again.
+  std::string pick;
+  for (std::string_view name : registered_providers()) {
+    auto d = fabrix::open(name);
+    if (d && pick.empty()) pick = d->describe();
+    list.push(described(name, d));
+  }
   value s = value::make_object();
-  s.set("compiled_in", list);
-  // What fabrix::open("auto") picks here, between processes of this host.
-  auto d = fabrix::open("auto");
-  s.set("auto", d ? value(d->describe()) : value("none opens: " + d.error().describe()));
+  s.set("compiled_in", std::move(list))
+      .set("auto", pick.empty() ? value("none opens: every provider above says why not") : value(pick));
   return s;
 }
 
