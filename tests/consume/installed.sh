@@ -93,21 +93,8 @@ pc() {
 }
 warn=(-Wall -Wextra -Wpedantic -Werror)
 
-# Each component's consumer: source, compiler flags, and whether it runs here.
-consumer_src() {
-  case $1 in
-    ucx | ofi | verbs) echo provider_loopback.cpp ;;
-    mpi) echo mpi_uninitialized.cpp ;;
-    cuda) echo cuda_probe.cpp ;;
-  esac
-}
-consumer_defs() {
-  case $1 in
-    ofi) echo -DFABRIX_CONSUME_OFI ;;
-    verbs) echo -DFABRIX_CONSUME_VERBS ;;
-  esac
-}
-runs_here() { [[ $1 != verbs ]]; }
+# Each component's consumer: consumer_src, consumer_define, runs_here.
+source "$(dirname "${BASH_SOURCE[0]}")/consumers.sh"
 run_consumer() {  # component, binary
   if runs_here "$1"; then
     UCX_WARN_UNUSED_ENV_VARS=n "$2"
@@ -135,7 +122,8 @@ for c in "${components[@]}"; do
   if [[ -n ${needs[$c]:-} && " ${flags[*]} " != *" ${needs[$c]} "* ]]; then
     die "fabrix-$c.pc does not bring in ${needs[$c]}"
   fi
-  read -r -a defs <<< "$(consumer_defs "$c")"
+  defs=()
+  [[ -z $(consumer_define "$c") ]] || defs=("-D$(consumer_define "$c")")
   "${CXX_CMD[@]}" "${warn[@]}" "${defs[@]}" "$FABRIX_CONSUME_SRC/$(consumer_src "$c")" -o "$tmp/pc_$c" "${flags[@]}"
   run_consumer "$c" "$tmp/pc_$c"
 done
@@ -151,7 +139,8 @@ generator=()
 if command -v ninja > /dev/null; then generator=(-G Ninja); fi
 
 mkdir -p "$tmp/cmake-src"
-cp "$FABRIX_CONSUME_SRC"/{core_only,provider_loopback,mpi_uninitialized,cuda_probe}.cpp "$tmp/cmake-src/"
+cp "$FABRIX_CONSUME_SRC/core_only.cpp" "$tmp/cmake-src/"
+for c in "${components[@]}"; do cp "$FABRIX_CONSUME_SRC/$(consumer_src "$c")" "$tmp/cmake-src/"; done
 cat > "$tmp/cmake-src/CMakeLists.txt" <<'CMAKE'
 cmake_minimum_required(VERSION 3.16)
 project(fabrix_cmake_consumer LANGUAGES CXX)
@@ -182,13 +171,7 @@ add_executable(app core_only.cpp)
 target_link_libraries(app PRIVATE fabrix::fabrix)
 target_compile_options(app PRIVATE ${warn})
 
-set(source_ucx provider_loopback.cpp)
-set(source_ofi provider_loopback.cpp)
-set(define_ofi FABRIX_CONSUME_OFI)
-set(source_verbs provider_loopback.cpp)
-set(define_verbs FABRIX_CONSUME_VERBS)
-set(source_mpi mpi_uninitialized.cpp)
-set(source_cuda cuda_probe.cpp)
+include(${CMAKE_CURRENT_SOURCE_DIR}/consumers.cmake)  # source_<c>, define_<c>: consumers.sh's table
 foreach(c IN LISTS FABRIX_COMPONENTS)
   if(NOT TARGET fabrix::${c})
     message(FATAL_ERROR "fabrix::${c} is not defined")
@@ -201,6 +184,10 @@ foreach(c IN LISTS FABRIX_COMPONENTS)
   endif()
 endforeach()
 CMAKE
+for c in "${components[@]}"; do
+  echo "set(source_$c $(consumer_src "$c"))"
+  echo "set(define_$c $(consumer_define "$c"))"
+done > "$tmp/cmake-src/consumers.cmake"
 
 say "(c) cmake with CMAKE_PREFIX_PATH=$prefix, COMPONENTS ${components[*]:-none}"
 cmake -S "$tmp/cmake-src" -B "$tmp/cmake-build" "${generator[@]}" "${cmake_cxx[@]}" \

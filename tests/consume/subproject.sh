@@ -38,7 +38,10 @@ trap 'rm -rf "$tmp"' EXIT
 proj="$tmp/consumer"
 mkdir -p "$proj/subprojects"
 ln -s "$FABRIX_SOURCE_ROOT" "$proj/subprojects/fabrix"
-cp "$FABRIX_CONSUME_SRC"/{core_only,provider_loopback,mpi_uninitialized}.cpp "$proj/"
+source "$(dirname "${BASH_SOURCE[0]}")/consumers.sh"
+asked=(ucx ofi verbs mpi)  # fabrix-cuda is not: a subproject leaves CUDA out unless asked
+cp "$FABRIX_CONSUME_SRC/core_only.cpp" "$proj/"
+for c in "${asked[@]}"; do cp "$FABRIX_CONSUME_SRC/$(consumer_src "$c")" "$proj/"; done
 cat > "$proj/subprojects/fabrix.wrap" <<'WRAP'
 [wrap-file]
 directory = fabrix
@@ -52,18 +55,26 @@ project('fabrix_subproject_consumer', 'cpp',
 
 test('core_only', executable('core_only', 'core_only.cpp', dependencies: dependency('fabrix')))
 
-# A provider is there when fabrix found its library.
-consumers = {
-  'ucx': ['provider_loopback.cpp', []],
-  'ofi': ['provider_loopback.cpp', ['-DFABRIX_CONSUME_OFI']],
-  'verbs': ['provider_loopback.cpp', ['-DFABRIX_CONSUME_VERBS']],
-  'mpi': ['mpi_uninitialized.cpp', []],
-}
+MESON
+# consumers.sh's table, as a Meson dictionary: name -> [source, cpp_args, runs].
+{
+  echo "# A provider is there when fabrix found its library."
+  echo "consumers = {"
+  for c in "${asked[@]}"; do
+    args=""
+    [[ -z $(consumer_define "$c") ]] || args="'-D$(consumer_define "$c")'"
+    runs=false
+    if runs_here "$c"; then runs=true; fi
+    echo "  '$c': ['$(consumer_src "$c")', [$args], $runs],"
+  done
+  echo "}"
+} >> "$proj/meson.build"
+cat >> "$proj/meson.build" <<'MESON'
 foreach name, how : consumers
   dep = dependency('fabrix-' + name, required: false)
   if dep.found()
     exe = executable(name + '_consumer', how[0], cpp_args: how[1], dependencies: dep)
-    if name != 'verbs'
+    if how[2]
       test(name, exe, env: ['UCX_WARN_UNUSED_ENV_VARS=n'])
     endif
   endif
