@@ -1,7 +1,7 @@
 // The collectives' pure logic, no transport and no GPU: the ring's
 // element-count splitting (every element in exactly one chunk, forwarded
 // chunks equal to the chunks they come from, uneven counts), a channel's
-// credit window, and the device kernels' dispatch index and launch
+// credit window, the tag in tokens and notifications, and the device kernels' dispatch index and launch
 // geometry (cuda/include/fabrix/cuda/collective_launch.hpp, which needs no
 // CUDA).
 #include <doctest/doctest.h>
@@ -166,16 +166,53 @@ TEST_CASE("channel: credit window, protocol checks and counter widening") {
   CHECK(h.on_data(2, 8, 264));
   h.release(7);  // out of range: ignored
 
-  // Across the 20-bit wrap of the notification counter.
+  // Across the 16-bit wrap of the notification counter.
+  constexpr std::uint64_t wrap = std::uint64_t{1} << coll::detail::counter_bits;
   coll::detail::channel w(4);
-  w.consumed = (1u << 20) - 1;
+  w.consumed = wrap - 1;
   w.released = w.consumed;
-  CHECK(w.on_data(0, 8, 264));  // low bits 0 after 2^20 - 1 is chunk 2^20
+  CHECK(w.on_data(0, 8, 264));  // low bits 0 after 2^16 - 1 is chunk 2^16
   std::size_t b = 0;
   CHECK_FALSE(w.next_landed(b));
-  CHECK(w.on_data(static_cast<std::uint32_t>(((1u << 20) - 1) & coll::detail::counter_mask), 4, 264));
+  CHECK(w.on_data(static_cast<std::uint32_t>((wrap - 1) & coll::detail::counter_mask), 4, 264));
   REQUIRE(w.next_landed(b));
   CHECK(b == 4);
+}
+
+TEST_CASE("tokens and notifications carry the communicator's tag; filter_of claims exactly them") {
+  using namespace coll::detail;
+  for (std::uint32_t tag = 1; tag <= max_tag; ++tag) {
+    const std::uint64_t t = make_token(tag, token_kind::forward, 1023, 0xfffffffeu);
+    CHECK(token_has_tag(t, tag));
+    CHECK_FALSE(token_has_tag(t, tag == 1 ? 2 : 1));
+    CHECK(token_kind_of(t) == token_kind::forward);
+    CHECK(token_peer(t) == 1023);
+    CHECK(token_slot(t) == 0xfffffffeu);
+    const std::uint32_t imm = encode(tag, notify_kind::credit, 1023, (std::uint64_t{1} << 40) + 0x1234);
+    const notification n = decode(imm);
+    CHECK(n.tag == tag);
+    CHECK(n.kind == notify_kind::credit);
+    CHECK(n.source == 1023);
+    CHECK(n.counter == 0x1234);
+
+    const fabrix::completion_filter f = filter_of(tag);
+    fabrix::completion mine{};
+    mine.token = t;
+    CHECK(f.claims(mine));
+    fabrix::completion note{};
+    note.op = fabrix::opcode::remote_write_imm;
+    note.imm = imm;
+    CHECK(f.claims(note));
+    // What other code on a shared domain posts: small tokens, pointers,
+    // immediates below 1 << 28.
+    fabrix::completion app{};
+    app.token = 0x00007fffdeadbeefull;
+    CHECK_FALSE(f.claims(app));
+    note.imm = (1u << 28) - 1;
+    CHECK_FALSE(f.claims(note));
+    // Two communicators with different tags never claim each other's.
+    for (std::uint32_t other = 1; other <= max_tag; ++other) CHECK(f.meets(filter_of(other)) == (other == tag));
+  }
 }
 
 TEST_CASE("device kernels: dispatch index covers every (type, op) once, in fabrix::coll's order") {

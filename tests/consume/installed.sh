@@ -5,13 +5,17 @@
 # report this version):
 #   (a) core consumer built with `pkg-config --cflags --libs fabrix` and no
 #       -std flag of its own (the .pc carries -std=c++20), run;
-#   (b) each component whose fabrix-<name>.pc was installed (ucx, ofi,
-#       verbs, mpi, cuda): its consumer built with
-#       `pkg-config --cflags --libs fabrix-<name>`; run, except verbs (no
-#       RDMA device here: a link check);
+#   (b) each component whose fabrix-<name>.pc was installed (coll, ucx,
+#       ofi, verbs, mpi, cuda): its consumer built with
+#       `pkg-config --cflags --libs fabrix-<name>` plus the modules of the
+#       components it needs too (consumers.sh: coll's consumer is a 2-rank
+#       allreduce over UCX, built with `fabrix-coll fabrix-ucx`, and skipped
+#       with a message when fabrix-ucx.pc is not installed); run, except
+#       verbs (no RDMA device here: a link check);
 #   (c) the same consumers built with CMake: find_package(fabrix <version>
-#       COMPONENTS <those components>) + fabrix::<name>; find_package(fabrix
-#       99) must be refused (version file), and so must an unknown component.
+#       COMPONENTS <those components>) + fabrix::<name> (coll: fabrix::coll
+#       and fabrix::ucx); find_package(fabrix 99) must be refused (version
+#       file), and so must an unknown component.
 # Every consumer must take its headers and library from the DESTDIR.
 #
 # Environment (set by tests/consume/meson.build):
@@ -62,12 +66,26 @@ for f in "$includedir/fabrix/fabrix.hpp" "$libdir/libfabrix_bootstrap.a" "$pcdir
          "$cmakedir/fabrixConfig.cmake" "$cmakedir/fabrixConfigVersion.cmake"; do
   [[ -f $f ]] || die "not installed: ${f#"$stage"}"
 done
-# The components this build installed, each with the header it promises.
-declare -A header=([ucx]=ucx.hpp [ofi]=ofi.hpp [verbs]=verbs.hpp [mpi]=mpi.hpp [cuda]=cuda_ipc.hpp)
+# Each component's consumer: consumer_src, consumer_define, runs_here,
+# consumer_needs.
+# shellcheck source-path=SCRIPTDIR source=consumers.sh
+source "$(dirname "${BASH_SOURCE[0]}")/consumers.sh"
+
+# The components this build installed, each with the header it promises; a
+# component whose consumer needs another that is not installed is skipped.
+declare -A header=([coll]=collectives.hpp [ucx]=ucx.hpp [ofi]=ofi.hpp [verbs]=verbs.hpp [mpi]=mpi.hpp [cuda]=cuda_ipc.hpp)
 components=()
-for c in ucx ofi verbs mpi cuda; do
+for c in coll ucx ofi verbs mpi cuda; do
   if [[ -f $pcdir/fabrix-$c.pc ]]; then
     [[ -f $includedir/fabrix/${header[$c]} ]] || die "fabrix-$c.pc installed without fabrix/${header[$c]}"
+    missing=()
+    for n in $(consumer_needs "$c"); do
+      [[ -f $pcdir/fabrix-$n.pc ]] || missing+=("fabrix-$n.pc")
+    done
+    if (( ${#missing[@]} > 0 )); then
+      say "SKIP $c: its consumer also needs ${missing[*]}, which this build did not install"
+      continue
+    fi
     components+=("$c")
   fi
 done
@@ -93,8 +111,6 @@ pc() {
 }
 warn=(-Wall -Wextra -Wpedantic -Werror)
 
-# Each component's consumer: consumer_src, consumer_define, runs_here.
-source "$(dirname "${BASH_SOURCE[0]}")/consumers.sh"
 run_consumer() {  # component, binary
   if runs_here "$1"; then
     UCX_WARN_UNUSED_ENV_VARS=n "$2"
@@ -113,15 +129,19 @@ say "(a) pkg-config --cflags --libs fabrix: ${flags[*]}"
 "${CXX_CMD[@]}" "${warn[@]}" "$FABRIX_CONSUME_SRC/core_only.cpp" -o "$tmp/pc_core" "${flags[@]}"
 "$tmp/pc_core"
 
-# (b) pkg-config, each component.
-declare -A needs=([ucx]=-lucp [ofi]=-lfabric [verbs]=-libverbs [cuda]=-lcudart_static)
+# (b) pkg-config, each component, with the modules of the components its
+# consumer needs too.
+declare -A native=([ucx]=-lucp [ofi]=-lfabric [verbs]=-libverbs [cuda]=-lcudart_static)
 for c in "${components[@]}"; do
-  read -r -a flags <<< "$(pc --cflags --libs "fabrix-$c")"
-  say "(b) pkg-config --cflags --libs fabrix-$c: ${flags[*]}"
-  [[ " ${flags[*]} " == *" -std=c++20 "* ]] || die "fabrix-$c.pc does not carry -std=c++20 (through fabrix.pc)"
-  if [[ -n ${needs[$c]:-} && " ${flags[*]} " != *" ${needs[$c]} "* ]]; then
-    die "fabrix-$c.pc does not bring in ${needs[$c]}"
+  [[ " $(pc --cflags "fabrix-$c") " == *" -std=c++20 "* ]] || die "fabrix-$c.pc does not carry -std=c++20 (through fabrix.pc)"
+  read -r -a flags <<< "$(pc --libs "fabrix-$c")"
+  if [[ -n ${native[$c]:-} && " ${flags[*]} " != *" ${native[$c]} "* ]]; then
+    die "fabrix-$c.pc does not bring in ${native[$c]}"
   fi
+  modules=("fabrix-$c")
+  for n in $(consumer_needs "$c"); do modules+=("fabrix-$n"); done
+  read -r -a flags <<< "$(pc --cflags --libs "${modules[@]}")"
+  say "(b) pkg-config --cflags --libs ${modules[*]}: ${flags[*]}"
   defs=()
   [[ -z $(consumer_define "$c") ]] || defs=("-D$(consumer_define "$c")")
   "${CXX_CMD[@]}" "${warn[@]}" "${defs[@]}" "$FABRIX_CONSUME_SRC/$(consumer_src "$c")" -o "$tmp/pc_$c" "${flags[@]}"
@@ -171,13 +191,13 @@ add_executable(app core_only.cpp)
 target_link_libraries(app PRIVATE fabrix::fabrix)
 target_compile_options(app PRIVATE ${warn})
 
-include(${CMAKE_CURRENT_SOURCE_DIR}/consumers.cmake)  # source_<c>, define_<c>: consumers.sh's table
+include(${CMAKE_CURRENT_SOURCE_DIR}/consumers.cmake)  # source_<c>, define_<c>, needs_<c>: consumers.sh's table
 foreach(c IN LISTS FABRIX_COMPONENTS)
   if(NOT TARGET fabrix::${c})
     message(FATAL_ERROR "fabrix::${c} is not defined")
   endif()
   add_executable(app_${c} ${source_${c}})
-  target_link_libraries(app_${c} PRIVATE fabrix::${c})
+  target_link_libraries(app_${c} PRIVATE fabrix::${c} ${needs_${c}})
   target_compile_options(app_${c} PRIVATE ${warn})
   if(define_${c})
     target_compile_definitions(app_${c} PRIVATE ${define_${c}})
@@ -187,6 +207,7 @@ CMAKE
 for c in "${components[@]}"; do
   echo "set(source_$c $(consumer_src "$c"))"
   echo "set(define_$c $(consumer_define "$c"))"
+  echo "set(needs_$c$(for n in $(consumer_needs "$c"); do printf ' fabrix::%s' "$n"; done))"
 done > "$tmp/cmake-src/consumers.cmake"
 
 say "(c) cmake with CMAKE_PREFIX_PATH=$prefix, COMPONENTS ${components[*]:-none}"

@@ -4,8 +4,12 @@
 # subprojects/fabrix is a symlink to this source tree and whose
 # subprojects/fabrix.wrap names what fabrix provides (packaging/README.md),
 # then asks with plain dependency() calls, no fallback: keyword:
-#   dependency('fabrix'), dependency('fabrix-ucx'), -ofi, -verbs, -mpi
-# and builds each consumer with warning_level=3 and werror; runs them (verbs:
+#   dependency('fabrix'), dependency('fabrix-coll'), -ucx, -ofi, -verbs, -mpi
+# and builds each consumer with warning_level=3 and werror, together with
+# the components it needs too (consumers.sh: coll's consumer, a 2-rank
+# allreduce over UCX, with [dependency('fabrix-coll'),
+# dependency('fabrix-ucx')], built when both are found; fabrix-coll needs
+# nothing, so it must be there whenever fabrix-ucx is); runs them (verbs:
 # a link check, no RDMA device here). Passes no fabrix option: checks that
 # in a subproject fabrix's tests, examples, perf tools, fabrix-info and CUDA
 # kernels are off by default (no nvcc run when the parent did not ask).
@@ -38,8 +42,9 @@ trap 'rm -rf "$tmp"' EXIT
 proj="$tmp/consumer"
 mkdir -p "$proj/subprojects"
 ln -s "$FABRIX_SOURCE_ROOT" "$proj/subprojects/fabrix"
+# shellcheck source-path=SCRIPTDIR source=consumers.sh
 source "$(dirname "${BASH_SOURCE[0]}")/consumers.sh"
-asked=(ucx ofi verbs mpi)  # fabrix-cuda is not: a subproject leaves CUDA out unless asked
+asked=(coll ucx ofi verbs mpi)  # fabrix-cuda is not: a subproject leaves CUDA out unless asked
 cp "$FABRIX_CONSUME_SRC/core_only.cpp" "$proj/"
 for c in "${asked[@]}"; do cp "$FABRIX_CONSUME_SRC/$(consumer_src "$c")" "$proj/"; done
 cat > "$proj/subprojects/fabrix.wrap" <<'WRAP'
@@ -47,7 +52,7 @@ cat > "$proj/subprojects/fabrix.wrap" <<'WRAP'
 directory = fabrix
 
 [provide]
-dependency_names = fabrix, fabrix-ucx, fabrix-ofi, fabrix-verbs, fabrix-mpi, fabrix-cuda
+dependency_names = fabrix, fabrix-coll, fabrix-ucx, fabrix-ofi, fabrix-verbs, fabrix-mpi, fabrix-cuda
 WRAP
 cat > "$proj/meson.build" <<'MESON'
 project('fabrix_subproject_consumer', 'cpp',
@@ -56,7 +61,8 @@ project('fabrix_subproject_consumer', 'cpp',
 test('core_only', executable('core_only', 'core_only.cpp', dependencies: dependency('fabrix')))
 
 MESON
-# consumers.sh's table, as a Meson dictionary: name -> [source, cpp_args, runs].
+# consumers.sh's table, as a Meson dictionary:
+# name -> [source, cpp_args, runs, the other components it needs].
 {
   echo "# A provider is there when fabrix found its library."
   echo "consumers = {"
@@ -65,15 +71,24 @@ MESON
     [[ -z $(consumer_define "$c") ]] || args="'-D$(consumer_define "$c")'"
     runs=false
     if runs_here "$c"; then runs=true; fi
-    echo "  '$c': ['$(consumer_src "$c")', [$args], $runs],"
+    needs=""
+    for n in $(consumer_needs "$c"); do needs+="${needs:+, }'$n'"; done
+    echo "  '$c': ['$(consumer_src "$c")', [$args], $runs, [$needs]],"
   done
   echo "}"
 } >> "$proj/meson.build"
 cat >> "$proj/meson.build" <<'MESON'
 foreach name, how : consumers
-  dep = dependency('fabrix-' + name, required: false)
-  if dep.found()
-    exe = executable(name + '_consumer', how[0], cpp_args: how[1], dependencies: dep)
+  deps = [dependency('fabrix-' + name, required: false)]
+  foreach other : how[3]
+    deps += dependency('fabrix-' + other, required: false)
+  endforeach
+  found = true
+  foreach dep : deps
+    found = found and dep.found()
+  endforeach
+  if found
+    exe = executable(name + '_consumer', how[0], cpp_args: how[1], dependencies: deps)
     if how[2]
       test(name, exe, env: ['UCX_WARN_UNUSED_ENV_VARS=n'])
     endif
@@ -88,7 +103,7 @@ say "project in $proj, subprojects/fabrix -> $FABRIX_SOURCE_ROOT"
 # CXX: build with the same compiler as the enclosing build. Forcing the
 # fallback keeps an installed fabrix.pc from being picked instead.
 if ! CXX="$*" "${MESON_CMD[@]}" setup "$proj/build" "$proj" --wrap-mode=nodownload \
-      --force-fallback-for=fabrix,fabrix-ucx,fabrix-ofi,fabrix-verbs,fabrix-mpi,fabrix-cuda > "$tmp/setup.log" 2>&1; then
+      --force-fallback-for=fabrix,fabrix-coll,fabrix-ucx,fabrix-ofi,fabrix-verbs,fabrix-mpi,fabrix-cuda > "$tmp/setup.log" 2>&1; then
   cat "$tmp/setup.log" >&2
   die "meson setup"
 fi
@@ -102,6 +117,9 @@ if grep -q '"name": "fabrix_cuda_kernels"' <<< "$targets"; then
   die "fabrix's CUDA kernels were configured in a subproject that did not ask for them"
 fi
 grep -q '"name": "fabrix_bootstrap"' <<< "$targets" || die "the subproject did not provide the fabrix_bootstrap library"
+if grep -q '"name": "ucx_consumer"' <<< "$targets" && ! grep -q '"name": "coll_consumer"' <<< "$targets"; then
+  die "the subproject provided fabrix-ucx but not fabrix-coll (which needs nothing but the core)"
+fi
 
 if ! "${MESON_CMD[@]}" compile -C "$proj/build" > "$tmp/compile.log" 2>&1; then
   cat "$tmp/compile.log" >&2

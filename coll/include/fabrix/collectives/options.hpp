@@ -57,6 +57,14 @@ struct options {
   // register such memory itself (caps().gpu == direct, e.g. cuda_ipc). Must
   // outlive the communicator. Every rank passes one or every rank null.
   device_kernels* device = nullptr;
+  // Which of 15 tags (1..15) this communicator's tokens and notifications
+  // carry (tokens.hpp, notify.hpp). A domain used by more than the
+  // communicator is shared through a completion_router
+  // (communicator::create(router, ...)): the communicator then polls only
+  // what has its tag, so two communicators on one domain need two tags,
+  // and other code on it must keep its write_with_imm immediates below
+  // 1 << 28 and its tokens' top byte below 0xf0. Every rank passes the same.
+  std::uint32_t tag = 1;
 };
 
 // The scratch a communicator registers: a send and a receive area of

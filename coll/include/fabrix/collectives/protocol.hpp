@@ -37,7 +37,8 @@ status communicator<P>::notify(int peer, detail::notify_kind kind, std::uint64_t
   const token_kind tk = kind == detail::notify_kind::credit    ? token_kind::credit
                         : kind == detail::notify_kind::barrier ? token_kind::barrier
                                                                : token_kind::abort;
-  const status s = mesh_.notify(peer, detail::encode(kind, rank(), counter), detail::make_token(tk, peer, 0));
+  const status s =
+      mesh_.notify(peer, detail::encode(opts_.tag, kind, rank(), counter), detail::make_token(opts_.tag, tk, peer, 0));
   if (s == status::ok) {
     ++live_.outstanding;
     if (tk == token_kind::barrier) ++live_.awaited;
@@ -65,7 +66,7 @@ bool communicator<P>::send_credits(detail::credits which) {
 
 template <provider P>
 status communicator<P>::start_probe(int p) {
-  const status s = mesh_.flush(p, detail::make_token(detail::token_kind::probe, p, 0));
+  const status s = mesh_.flush(p, detail::make_token(opts_.tag, detail::token_kind::probe, p, 0));
   if (s == status::ok) {
     channels_[p].probing = true;
     ++live_.outstanding;
@@ -87,6 +88,7 @@ void communicator<P>::probe() {
 template <provider P>
 void communicator<P>::on_local(const completion& c) {
   using detail::token_kind;
+  if (!detail::token_has_tag(c.token, opts_.tag)) return;  // not ours
   const token_kind kind = detail::token_kind_of(c.token);
   const int peer = detail::token_peer(c.token);
   if (peer >= size()) return;  // not ours
@@ -117,7 +119,7 @@ void communicator<P>::on_local(const completion& c) {
 template <provider P>
 void communicator<P>::on_notification(const completion& c) {
   const detail::notification n = detail::decode(c.imm);
-  if (n.source >= size() || n.source == rank()) return;  // not from a rank of this job
+  if (n.tag != opts_.tag || n.source >= size() || n.source == rank()) return;  // not from a rank of this job
   detail::channel& ch = channels_[n.source];
   switch (n.kind) {
     case detail::notify_kind::data:

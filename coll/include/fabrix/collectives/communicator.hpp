@@ -25,8 +25,13 @@
 // abort notification), so they return within a probe interval too. After
 // any error the communicator is broken: every later call returns that error.
 //
-// Requirements: the domain is used only by this communicator (it consumes
-// every completion the domain returns) and outlives it. Every rank calls the
+// Requirements: the domain outlives the communicator. Created on the domain
+// itself, the communicator consumes every completion the domain returns, so
+// nothing else may use the domain meanwhile. Created on a completion_router
+// (<fabrix/completion_router.hpp>) over the domain, it takes a lane for its
+// tag (options::tag) and polls only its own completions; the application
+// and other communicators (other tags) use the same domain through the
+// router's other lanes. Every rank calls the
 // same collectives in the same order with matching sizes (a size mismatch
 // that the receiver can see is reported as invalid_argument). One thread at
 // a time, the thread that owns the domain. Progress happens only inside the
@@ -43,6 +48,7 @@
 #include <fabrix/collectives/registered.hpp>
 #include <fabrix/collectives/setup.hpp>
 #include <fabrix/collectives/tokens.hpp>
+#include <fabrix/completion_router.hpp>
 #include <fabrix/domain.hpp>
 
 #include <algorithm>
@@ -50,6 +56,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -64,22 +71,17 @@ class communicator {
   using clock = std::chrono::steady_clock;
 
   // Collective over `boot`: checks that all ranks passed the same
-  // chunk_bytes, slots and kind of scratch memory, connects every rank,
-  // registers and exchanges the scratch.
+  // chunk_bytes, slots, tag and kind of scratch memory, connects every rank,
+  // registers and exchanges the scratch. The communicator owns every
+  // completion `dom` returns while it lives.
   static result<communicator> create(domain<P>& dom, bootstrap& boot, const options& o = {}) {
-    static_assert(P::caps.write_with_imm, "fabrix::coll needs write_with_imm (P::caps.write_with_imm)");
-    if (auto r = detail::check_options(o, boot.size()); !r) return unexpected(r.error());
-    if (auto r = detail::check_memory(o, dom.caps(), P::name); !r) return unexpected(r.error());
-    if (auto r = detail::agree(boot, o); !r) return unexpected(r.error());
-    auto m = detail::mesh<P>::create(dom, boot, o);
-    if (!m) return unexpected(std::move(m).error());
-    communicator c(std::move(*m), o);
-    // Wire every endpoint in both directions now (transports such as UCX
-    // connect lazily, and finishing a connection needs the peer's progress),
-    // so that probes and teardown never wait for that later.
-    if (c.size() > 1)
-      if (auto r = c.greet_all(); !r) return unexpected(r.error());
-    return c;
+    return create_on(dom, nullptr, boot, o);
+  }
+  // The same on a domain shared through `router` (which outlives the
+  // communicator): takes the lane of options::tag (invalid_argument on
+  // every rank when any rank's router has that tag claimed already).
+  static result<communicator> create(completion_router<P>& router, bootstrap& boot, const options& o = {}) {
+    return create_on(router.dom(), &router, boot, o);
   }
 
   communicator(communicator&& o) noexcept
@@ -91,8 +93,11 @@ class communicator {
         live_(std::move(o.live_)),
         registry_(std::move(o.registry_)),
         direct_chunks_(o.direct_chunks_),
-        barrier_epoch_(o.barrier_epoch_) {
+        barrier_epoch_(o.barrier_epoch_),
+        router_(o.router_),
+        lane_(o.lane_) {
     o.mesh_.dom = nullptr;
+    o.router_ = nullptr;
   }
   communicator& operator=(communicator&&) = delete;
   communicator(const communicator&) = delete;
@@ -102,21 +107,10 @@ class communicator {
   // After a failure, probes every peer first, so that the provider learns
   // which peers are dead (their endpoints then close at once, while a
   // graceful close to a dead peer would wait).
+  // Then gives its router lane back.
   ~communicator() {
-    if (mesh_.dom == nullptr || !mesh_.scratch) return;
-    live_.closing = true;
-    if (live_.failure) {
-      for (int p = 0; p < size(); ++p)
-        if (p != rank() && !channels_[p].probing) (void)start_probe(p);
-      const auto settle = clock::now() + std::chrono::milliseconds(500);
-      while (live_.probes_in_flight > 0 && clock::now() < settle) {
-        if (!progress()) std::this_thread::yield();
-      }
-    }
-    const auto until = clock::now() + std::min(opts_.timeout, std::chrono::milliseconds(2000));
-    while (live_.outstanding > 0 && clock::now() < until) {
-      if (!progress()) (void)dom().wait(std::chrono::milliseconds(10));
-    }
+    settle();
+    if (router_ != nullptr) router_->close(lane_);
   }
 
   int rank() const noexcept { return mesh_.rank; }
@@ -218,10 +212,10 @@ class communicator {
     const std::uint64_t k = ch.sent;
     const auto slot = static_cast<std::uint32_t>(k % opts_.slots);
     const bool from_slot = !route.from;
-    const std::uint64_t token = from_slot ? detail::make_token(detail::token_kind::data, peer, slot)
-                                          : detail::make_token(detail::token_kind::direct, peer, 0);
-    const status s =
-        mesh_.write_chunk(peer, k, bytes, detail::encode(detail::notify_kind::data, rank(), k), token, route);
+    const std::uint64_t token = from_slot ? detail::make_token(opts_.tag, detail::token_kind::data, peer, slot)
+                                          : detail::make_token(opts_.tag, detail::token_kind::direct, peer, 0);
+    const status s = mesh_.write_chunk(peer, k, bytes, detail::encode(opts_.tag, detail::notify_kind::data, rank(), k),
+                                       token, route);
     if (s != status::ok) return fail(s, "posting a chunk to rank " + std::to_string(peer));
     (void)ch.posted(from_slot);
     if (route.from || route.to) ++direct_chunks_;
@@ -247,9 +241,9 @@ class communicator {
     detail::channel& out = channels_[to];
     const std::uint64_t k = out.sent;
     const auto slot = static_cast<std::uint32_t>(in.consumed % opts_.slots);
-    const status s =
-        mesh_.forward_chunk(from, in.consumed, to, k, bytes, detail::encode(detail::notify_kind::data, rank(), k),
-                            detail::make_token(detail::token_kind::forward, from, slot));
+    const status s = mesh_.forward_chunk(from, in.consumed, to, k, bytes,
+                                         detail::encode(opts_.tag, detail::notify_kind::data, rank(), k),
+                                         detail::make_token(opts_.tag, detail::token_kind::forward, from, slot));
     if (s != status::ok) return fail(s, "forwarding a chunk to rank " + std::to_string(to));
     (void)out.posted(false);
     in.consume(true);
@@ -270,7 +264,7 @@ class communicator {
   // anything happened.
   bool progress(detail::credits which = detail::credits::all) {
     std::array<completion, 64> buf;
-    const std::size_t n = dom().poll(buf);
+    const std::size_t n = router_ != nullptr ? router_->poll(lane_, buf) : dom().poll(buf);
     for (std::size_t i = 0; i < n; ++i) {
       if (buf[i].op == opcode::remote_write_imm)
         on_notification(buf[i]);
@@ -304,7 +298,7 @@ class communicator {
       std::this_thread::yield();
     } else {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - now);
-      (void)dom().wait(std::clamp(left, std::chrono::milliseconds(1), detail::liveness::wait_slice));
+      (void)wait(std::clamp(left, std::chrono::milliseconds(1), detail::liveness::wait_slice));
     }
     progress();
     return health();
@@ -344,7 +338,7 @@ class communicator {
     // Send the aborts out (they need this rank's progress), bounded.
     const auto until = clock::now() + std::chrono::milliseconds(500);
     while (live_.aborts_in_flight > 0 && clock::now() < until) {
-      if (!progress()) (void)dom().wait(std::chrono::milliseconds(5));
+      if (!progress()) (void)wait(std::chrono::milliseconds(5));
     }
     return unexpected(*live_.failure);
   }
@@ -354,12 +348,69 @@ class communicator {
  private:
   static constexpr std::uint64_t greet_round = 31;  // dissemination rounds use 0..10
 
+  static result<communicator> create_on(domain<P>& dom, completion_router<P>* router, bootstrap& boot,
+                                        const options& o) {
+    static_assert(P::caps.write_with_imm, "fabrix::coll needs write_with_imm (P::caps.write_with_imm)");
+    if (auto r = detail::check_options(o, boot.size()); !r) return unexpected(r.error());
+    if (auto r = detail::check_memory(o, dom.caps(), P::name); !r) return unexpected(r.error());
+    std::optional<result<typename completion_router<P>::lane>> lane;
+    if (router != nullptr) lane.emplace(router->open(detail::filter_of(o.tag)));
+    // Gives the lane back unless the communicator took it.
+    auto give_back = [&] {
+      if (lane && *lane) router->close(**lane);
+    };
+    if (auto r = detail::agree(boot, o, !lane || *lane); !r) {
+      give_back();
+      if (lane && !*lane) return unexpected(std::move(*lane).error());
+      return unexpected(r.error());
+    }
+    auto m = detail::mesh<P>::create(dom, boot, o);
+    if (!m) {
+      give_back();
+      return unexpected(std::move(m).error());
+    }
+    communicator c(std::move(*m), o);
+    if (lane) {
+      c.router_ = router;
+      c.lane_ = **lane;
+    }
+    // Wire every endpoint in both directions now (transports such as UCX
+    // connect lazily, and finishing a connection needs the peer's progress),
+    // so that probes and teardown never wait for that later.
+    if (c.size() > 1)
+      if (auto r = c.greet_all(); !r) return unexpected(r.error());  // c's destructor gives the lane back
+    return c;
+  }
+
+  // Lets this rank's operations finish, bounded (see the destructor).
+  void settle() {
+    if (mesh_.dom == nullptr || !mesh_.scratch) return;
+    live_.closing = true;
+    if (live_.failure) {
+      for (int p = 0; p < size(); ++p)
+        if (p != rank() && !channels_[p].probing) (void)start_probe(p);
+      const auto probed = clock::now() + std::chrono::milliseconds(500);
+      while (live_.probes_in_flight > 0 && clock::now() < probed) {
+        if (!progress()) std::this_thread::yield();
+      }
+    }
+    const auto until = clock::now() + std::min(opts_.timeout, std::chrono::milliseconds(2000));
+    while (live_.outstanding > 0 && clock::now() < until) {
+      if (!progress()) (void)wait(std::chrono::milliseconds(10));
+    }
+  }
+
   communicator(detail::mesh<P> m, const options& o)
       : mesh_(std::move(m)), opts_(o), registry_(std::make_shared<detail::registry<P>>()) {
     channels_.reserve(static_cast<std::size_t>(size()));
     for (int r = 0; r < size(); ++r) channels_.emplace_back(o.slots);
     work_.resize(6 * static_cast<std::size_t>(size()));
     peer_outputs_.resize(static_cast<std::size_t>(size()));
+  }
+
+  // Sleeps on the domain (through the router's lane when shared).
+  status wait(std::chrono::milliseconds timeout) {
+    return router_ != nullptr ? router_->wait(lane_, timeout) : dom().wait(timeout);
   }
 
   // protocol.hpp: notifications, credits, probes, completions.
@@ -389,6 +440,9 @@ class communicator {
   std::shared_ptr<detail::registry<P>> registry_;
   std::uint64_t direct_chunks_ = 0;
   std::uint64_t barrier_epoch_ = 0;
+  // The lane this communicator polls, when created on a router; else null.
+  completion_router<P>* router_ = nullptr;
+  typename completion_router<P>::lane lane_{};
 };
 
 }  // namespace fabrix::coll
