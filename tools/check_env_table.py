@@ -4,7 +4,7 @@ variable the library reads, and nothing else.
 
 A variable counts as read when its name stands as a string literal
 ("FABRIX_...") in the library's sources: include/, providers/*/include/,
-cuda/include/ and src/. Exits 1 naming what is missing or stale, and when
+coll/include/, cuda/include/ and src/. Exits 1 naming what is missing or stale, and when
 the table is not sorted or repeats a name.
 
   tools/check_env_table.py [SOURCE_ROOT]
@@ -17,7 +17,7 @@ root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__)
 table_file = root / "include/fabrix/detail/env.hpp"
 table = re.findall(r'\{"(FABRIX_[A-Z0-9_]+)",', table_file.read_text())
 
-dirs = [root / "include", root / "cuda/include", root / "src", *sorted((root / "providers").glob("*/include"))]
+dirs = [root / "include", root / "coll/include", root / "cuda/include", root / "src", *sorted((root / "providers").glob("*/include"))]
 read = {}
 for d in dirs:
     for f in sorted(d.rglob("*")):

@@ -1,13 +1,15 @@
 // fabrix-info: what fabrix would use on this machine, and why not the rest.
 //
-//   fabrix-info [--json] [--section NAME]...
+//   fabrix-info [--json] [--section NAME]... [--sysfs DIR]
 //
 // Sections: build, providers, rdma_devices, gpus, bootstrap, environment
 // (all by default). Text is for people; --json is one JSON object (one
 // member per section) for scripts. Exit 0 when the report was made, 2 for a
 // bad argument. Opening a provider here is what fabrix::open(name) does in a
-// program with the same environment.
+// program with the same environment. --sysfs reads GPUs and PCIe topology
+// from a fake sysfs tree instead of /sys (sysfs.hpp; for tests).
 #include "sections.hpp"
+#include "sysfs.hpp"
 
 #include <cstdio>
 #include <string>
@@ -32,7 +34,7 @@ constexpr section sections[] = {
 int usage(const char* why) {
   if (why) std::fprintf(stderr, "fabrix-info: %s\n", why);
   std::fprintf(stderr,
-               "usage: fabrix-info [--json] [--section NAME]...\n"
+               "usage: fabrix-info [--json] [--section NAME]... [--sysfs DIR]\n"
                "sections: build providers rdma_devices gpus bootstrap environment (default: all)\n");
   return 2;
 }
@@ -53,6 +55,8 @@ int main(int argc, char** argv) {
         if (name == s.name) found = &s;
       if (found == nullptr) return usage(("no section " + name).c_str());
       wanted.push_back(found);
+    } else if (arg == "--sysfs" && i + 1 < argc) {
+      fabrix::info::sysfs_root() = argv[++i];
     } else if (arg == "-h" || arg == "--help") {
       usage(nullptr);
       return 0;

@@ -1,8 +1,10 @@
 // Providers: every one compiled into fabrix-info, best first, opened the
 // way fabrix::open(name) opens it, with default options and the FABRIX_*
 // environment. An opened one reports what it runs on and its capabilities
-// (the GPU path included); one that cannot open reports why, which is most
-// often the answer to "why is it not used here?".
+// and its GPU path with the reason for it (gpu_paths.cpp); one that cannot
+// open reports why, which is most often the answer to "why is it not used
+// here?".
+#include "gpu_paths.hpp"
 #include "sections.hpp"
 
 #if FABRIX_HAVE_UCX
@@ -37,14 +39,15 @@ value capabilities_of(const capabilities& c) {
   return v;
 }
 
-value described(std::string_view name, const result<any_domain>& d) {
+value described(std::string_view name, result<any_domain>& d) {
   value v = value::make_object();
   v.set("name", name);
   if (!d) {
-    v.set("opens", false).set("why_not", d.error().describe());
+    v.set("opens", false).set("why_not", d.error().describe()).set("gpu", gpu_path_of(name, d));
     return v;
   }
   v.set("opens", true).set("describe", d->describe()).set("capabilities", capabilities_of(d->caps()));
+  v.set("gpu", gpu_path_of(name, d));
   return v;
 }
 
@@ -62,7 +65,8 @@ value providers_section() {
   }
   value s = value::make_object();
   s.set("compiled_in", std::move(list))
-      .set("auto", pick.empty() ? value("none opens: every provider above says why not") : value(pick));
+      .set("auto", pick.empty() ? value("none opens: every provider above says why not") : value(pick))
+      .set("gpu_staged", gpu_staged_path());
   return s;
 }
 

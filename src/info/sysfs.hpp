@@ -1,5 +1,8 @@
 // Small reads of sysfs for fabrix-info: one line of a file, a directory's
-// entries. Missing files read as empty; nothing throws.
+// entries. Missing files read as empty; nothing throws. sysfs_root() is
+// "/sys" unless `--sysfs DIR` names a fake tree (tests): only what
+// fabrix-info reads from sysfs itself moves (GPUs on PCI and their PCIe and
+// NUMA distances to RDMA devices), not what rdma-core or the providers see.
 #pragma once
 
 #include "value.hpp"
@@ -13,6 +16,11 @@
 #include <vector>
 
 namespace fabrix::info {
+
+inline std::string& sysfs_root() {
+  static std::string root = "/sys";
+  return root;
+}
 
 inline std::string first_line(const std::string& path) {
   std::ifstream f(path);

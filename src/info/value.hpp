@@ -40,6 +40,9 @@ class value {
     return *this;
   }
 
+  bool is_int() const noexcept { return std::holds_alternative<std::int64_t>(v_); }
+  std::int64_t as_int() const { return std::get<std::int64_t>(v_); }
+
   std::string json() const;
   std::string text() const;
 

@@ -4,7 +4,8 @@
   check_info.py FABRIX_INFO ENV_HPP [--expect-rdma DEVICE]
 
 ENV_HPP is include/fabrix/detail/env.hpp: its table is the list of variables
-the report must show. With --expect-rdma (inside the VM), DEVICE must be
+the report must show. Every provider must state its GPU path and why; the
+GPU-NIC-NUMA distances are checked against a fake sysfs tree (--sysfs). With --expect-rdma (inside the VM), DEVICE must be
 listed with an active port and a RoCE v2 GID, and the verbs provider must
 open and say it would use it. Each failed check prints what was seen; exit 1
 on the first, 0 when all pass.
@@ -14,6 +15,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 
 
 def fail(what, seen=None):
@@ -31,6 +33,42 @@ def run(binary, *args, env_extra=None, expect_rc=0):
     if p.returncode != expect_rc:
         fail(f"fabrix-info {' '.join(args)} exited {p.returncode}, expected {expect_rc}: {p.stderr[-500:]}")
     return p.stdout
+
+
+def check_topology(binary, with_verbs):
+    """GPU to RDMA device distances and NUMA nodes, read from a fake sysfs
+    tree (--sysfs): socket 0 has a PCIe switch with NIC mlx5_0 and GPU
+    0000:04:00.0 under it and mlx5_1 on another root port; socket 1 has
+    mlx5_2; rxe0 is not on PCI."""
+    with tempfile.TemporaryDirectory() as root:
+        dev = os.path.join(root, "devices")
+        sw = os.path.join(dev, "pci0000:00/0000:00:01.0/0000:01:00.0")
+        gpu = os.path.join(sw, "0000:02:01.0/0000:04:00.0")
+        nics = {"mlx5_0": (os.path.join(sw, "0000:02:00.0/0000:03:00.0"), "0"),
+                "mlx5_1": (os.path.join(dev, "pci0000:00/0000:00:02.0/0000:05:00.0"), "0"),
+                "mlx5_2": (os.path.join(dev, "pci0000:80/0000:80:01.0/0000:81:00.0"), "1"),
+                "rxe0": (os.path.join(dev, "virtual/net/eth0"), None)}
+        for name, (where, numa) in nics.items():
+            os.makedirs(where)
+            if numa is not None:
+                open(os.path.join(where, "numa_node"), "w").write(numa + "\n")
+            os.makedirs(os.path.join(root, "class/infiniband", name))
+            os.symlink(where, os.path.join(root, "class/infiniband", name, "device"))
+        os.makedirs(gpu)
+        for f, v in (("vendor", "0x10de"), ("class", "0x030200"), ("device", "0x2335"), ("numa_node", "0")):
+            open(os.path.join(gpu, f), "w").write(v + "\n")
+        os.makedirs(os.path.join(root, "bus/pci/devices"))
+        os.symlink(gpu, os.path.join(root, "bus/pci/devices/0000:04:00.0"))
+        gpus = json.loads(run(binary, "--json", "--section", "gpus", "--sysfs", root))["gpus"]["on_pci"]
+    if len(gpus) != 1 or gpus[0]["pci"] != "0000:04:00.0" or gpus[0]["numa_node"] != 0:
+        fail("the fake tree's GPU 0000:04:00.0 on NUMA node 0 is not reported", gpus)
+    if not with_verbs:
+        return
+    seen = {d["rdma_device"]: (d["pcie_bridges"], d["same_numa_node"]) for d in gpus[0]["to_rdma_devices"]}
+    far = "not on the same PCIe tree"
+    want = {"mlx5_0": (4, True), "mlx5_1": (6, True), "mlx5_2": (far, False), "rxe0": (far, False)}
+    if seen != want or gpus[0]["closest_rdma_device"] != "mlx5_0":
+        fail(f"GPU to RDMA device distances {seen}, expected {want} and mlx5_0 closest", gpus)
 
 
 def main():
@@ -63,6 +101,11 @@ def main():
                 fail(f"provider {p['name']} opened but reports {caps}", p)
         elif not p.get("why_not"):
             fail(f"provider {p['name']} does not open and says nothing of why", p)
+        gpu = p.get("gpu", {})
+        if not gpu.get("why") or gpu.get("path") != (p["capabilities"]["gpu_path"] if p["opens"] else "none"):
+            fail(f"provider {p['name']}: no GPU path with its reason, or one that is not its capability", p)
+    if not doc["providers"].get("gpu_staged"):
+        fail("the providers section does not say what carries GPU buffers where no provider does", doc["providers"])
     # Host memory over tcp always works where UCX or libfabric is built in.
     # With an RDMA device libfabric picks verbs;ofi_rxm, which on rxe fails
     # without FI_UNIVERSE_SIZE (tests/vm/meson.build): there the report
@@ -121,6 +164,8 @@ def main():
         verbs = next((p for p in providers["compiled_in"] if p["name"] == "verbs"), None)
         if verbs is None or not verbs["opens"]:
             fail("verbs does not open where an RDMA device is", verbs)
+
+    check_topology(binary, "verbs" in compiled)
 
     # The text form has every section and provider; bad arguments are refused.
     text = run(binary)

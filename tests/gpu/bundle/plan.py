@@ -8,7 +8,8 @@ Reads `meson introspect --tests` and `--targets` and writes into PLAN_DIR:
   targets.txt  ninja targets (paths relative to BUILD_DIR) the checks need,
                one a line: every executable behind a test of the suites
                gpu, cuda, cuda_ipc and gpu-verbs (its command or a target it
-               depends on), plus tests/gpu/gpu_bench and perf/fabrix-perf (with -Dperf)
+               depends on), plus tests/gpu/gpu_bench, perf/fabrix-perf (with -Dperf) and
+               src/info/fabrix-info (check fabrix_info: its report, in its log)
   scripts.txt  source files the checks run through an interpreter (e.g.
                perf/check_run.py) and their sibling modules, relative to
                SOURCE_ROOT
@@ -26,7 +27,7 @@ import sys
 
 SUITES = {"gpu", "cuda", "cuda_ipc", "gpu-verbs"}
 GPU_SUITES = {"gpu", "gpu-verbs", "cuda_ipc"}
-EXTRA = {"tests/gpu/gpu_bench": True, "perf/fabrix-perf": False}  # path: required
+EXTRA = {"tests/gpu/gpu_bench": True, "perf/fabrix-perf": False, "src/info/fabrix-info": False}  # path: required
 BENCH_TIMEOUT = 120
 
 
@@ -95,6 +96,9 @@ def main():
     if os.path.join(build, "perf/fabrix-perf") in wanted:  # fabrix-perf's cuda_ipc figures (figures.sh)
         checks.append((2, len(checks), "gpu_figures", "gpu", BENCH_TIMEOUT, [],
                        ["bash", '"$B"/share/figures.sh', '"$B"/bin/perf/fabrix-perf', '"$OUT"/figures.txt']))
+
+    if os.path.join(build, "src/info/fabrix-info") in wanted:  # the report of what fabrix would use there
+        checks.append((0, len(checks), "fabrix_info", "host", 60, [], ['"$B"/bin/src/info/fabrix-info']))
 
     os.makedirs(plan, exist_ok=True)
     with open(os.path.join(plan, "targets.txt"), "w") as f:

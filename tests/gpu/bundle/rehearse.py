@@ -65,6 +65,8 @@ def expected_checks(build):
     want["gpu_bench"] = ("gpu", None)
     if os.path.isfile(os.path.join(build, "perf", "fabrix-perf")):
         want["gpu_figures"] = ("gpu", None)  # share/figures.sh
+    if os.path.isfile(os.path.join(build, "src", "info", "fabrix-info")):
+        want["fabrix_info"] = ("host", None)  # its report of that machine, in its log
     return want
 
 
