@@ -259,21 +259,21 @@ inline domain_state::notify_rx* notify_rx_of(domain_state& d, void* context) noe
 }
 
 // completion::peer of what arrived from libfabric address `src`: the peer
-// id of the first queue pair to that address (0 when unknown: no FI_SOURCE,
+// id of the first queue pair to that address (unknown_peer when unknown: no FI_SOURCE,
 // or no queue pair to the sender). A linear walk over the connected peers,
 // paid by notifications only.
 inline std::uint32_t peer_id_of(const domain_state& d, fi_addr_t src) noexcept {
-  if (src == FI_ADDR_NOTAVAIL || src == FI_ADDR_UNSPEC) return 0;
+  if (src == FI_ADDR_NOTAVAIL || src == FI_ADDR_UNSPEC) return completion::unknown_peer;
   for (const peer_state* p : d.peers)
     if (p->addr == src) return p->peer_id;
-  return 0;
+  return completion::unknown_peer;
 }
 
 // completion::peer of a notification message from the domain `nonce`.
 inline std::uint32_t peer_id_of_nonce(const domain_state& d, std::uint64_t nonce) noexcept {
   for (const peer_state* p : d.peers)
     if (p->nonce == nonce) return p->peer_id;
-  return 0;
+  return completion::unknown_peer;
 }
 
 // A peer's notification message landed: a remote_write_imm; the receive is

@@ -195,7 +195,7 @@ inline void on_srq_completion(domain_state& d, const ibv_wc& wc, srq_refill& ref
       c.bytes = wc.byte_len;
       // The SRQ's completion names the local queue pair it arrived on.
       const auto it = d.by_qpn.find(wc.qp_num);
-      c.peer = it != d.by_qpn.end() ? it->second->peer_id : 0;
+      c.peer = it != d.by_qpn.end() ? it->second->peer_id : completion::unknown_peer;
       d.ring.push(c);
     } else if (wc.opcode == IBV_WC_RECV) {
       const auto it = d.by_qpn.find(wc.qp_num);
