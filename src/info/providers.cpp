@@ -15,6 +15,12 @@
 #endif
 #if FABRIX_HAVE_VERBS
 #include <fabrix/verbs.hpp>
+#if FABRIX_HAVE_CUDA
+// The verbs provider's GPU memory backend (dma-buf, peer memory) and its
+// probe at domain creation, so that the report says what a program built
+// with fabrix-verbs and fabrix-cuda gets, not "no backend in this program".
+#include <fabrix/verbs/cuda.hpp>
+#endif
 #endif
 #if FABRIX_HAVE_CUDA_IPC
 #include <fabrix/cuda_ipc.hpp>
