@@ -42,11 +42,12 @@ std::string ucx_without_cuda() {
 #endif
 
 #if FABRIX_HAVE_OFI
+// want_hmem() decides; set, FABRIX_OFI_HMEM says no only as "0".
 std::string ofi_without_hmem() {
-  if (const char* v = fabrix::detail::env_text("FABRIX_OFI_HMEM"); v != nullptr && std::string(v) == "0")
-    return "FI_HMEM not asked for: FABRIX_OFI_HMEM=0";
   if (!fabrix::ofi::detail::want_hmem())
-    return "FI_HMEM not asked for: libcuda.so.1 does not load (no NVIDIA driver); FABRIX_OFI_HMEM=1 asks anyway";
+    return fabrix::detail::env_text("FABRIX_OFI_HMEM") != nullptr
+               ? "FI_HMEM not asked for: FABRIX_OFI_HMEM=0"
+               : "FI_HMEM not asked for: libcuda.so.1 does not load (no NVIDIA driver); FABRIX_OFI_HMEM=1 asks anyway";
   return "asked for FI_HMEM, but no libfabric provider for this transport offers it (libfabric built without "
          "CUDA, or the provider has no HMEM support)";
 }

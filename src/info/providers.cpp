@@ -48,11 +48,10 @@ value capabilities_of(const capabilities& c) {
 value described(std::string_view name, result<any_domain>& d) {
   value v = value::make_object();
   v.set("name", name);
-  if (!d) {
-    v.set("opens", false).set("why_not", d.error().describe()).set("gpu", gpu_path_of(name, d));
-    return v;
-  }
-  v.set("opens", true).set("describe", d->describe()).set("capabilities", capabilities_of(d->caps()));
+  if (!d)
+    v.set("opens", false).set("why_not", d.error().describe());
+  else
+    v.set("opens", true).set("describe", d->describe()).set("capabilities", capabilities_of(d->caps()));
   v.set("gpu", gpu_path_of(name, d));
   return v;
 }

@@ -56,7 +56,6 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -353,15 +352,16 @@ class communicator {
     static_assert(P::caps.write_with_imm, "fabrix::coll needs write_with_imm (P::caps.write_with_imm)");
     if (auto r = detail::check_options(o, boot.size()); !r) return unexpected(r.error());
     if (auto r = detail::check_memory(o, dom.caps(), P::name); !r) return unexpected(r.error());
-    std::optional<result<typename completion_router<P>::lane>> lane;
-    if (router != nullptr) lane.emplace(router->open(detail::filter_of(o.tag)));
+    // The router's lane for this tag (none to take without a router).
+    using lane_t = typename completion_router<P>::lane;
+    result<lane_t> lane = router != nullptr ? router->open(detail::filter_of(o.tag)) : result<lane_t>(lane_t{});
     // Gives the lane back unless the communicator took it.
     auto give_back = [&] {
-      if (lane && *lane) router->close(**lane);
+      if (router != nullptr && lane) router->close(*lane);
     };
-    if (auto r = detail::agree(boot, o, !lane || *lane); !r) {
+    if (auto r = detail::agree(boot, o, lane.has_value()); !r) {
       give_back();
-      if (lane && !*lane) return unexpected(std::move(*lane).error());
+      if (!lane) return unexpected(std::move(lane).error());
       return unexpected(r.error());
     }
     auto m = detail::mesh<P>::create(dom, boot, o);
@@ -370,10 +370,8 @@ class communicator {
       return unexpected(std::move(m).error());
     }
     communicator c(std::move(*m), o);
-    if (lane) {
-      c.router_ = router;
-      c.lane_ = **lane;
-    }
+    c.router_ = router;
+    c.lane_ = *lane;
     // Wire every endpoint in both directions now (transports such as UCX
     // connect lazily, and finishing a connection needs the peer's progress),
     // so that probes and teardown never wait for that later.
