@@ -153,9 +153,28 @@ result<std::unique_ptr<any_domain_base>> open_erased(const domain_options& opts)
   return std::unique_ptr<any_domain_base>(new any_domain_model<P>(std::move(*d)));
 }
 
-// Adds P under P::name; returns true so a header can use it as an initialiser.
+// Why a provider was not added to the registry (its name's wire number is
+// another registered name's): open() of that name reports it.
+struct refused_provider {
+  std::string_view name;
+  error why;
+};
+inline std::vector<refused_provider>& refused_providers() {
+  static std::vector<refused_provider> refused;
+  return refused;
+}
+
+// Adds P under P::name (and the name to registry.hpp's names); returns true
+// so a header can use it as an initialiser, false when the name was refused.
 template <provider P>
 bool register_provider(int priority) {
+  if constexpr (requires { P::id; })
+    static_assert(P::id == provider_id_of(P::name), "a provider's id is provider_id_of(its name)");
+  auto named = register_provider_name(P::name);
+  if (!named) {
+    refused_providers().push_back({P::name, std::move(named).error()});
+    return false;
+  }
   auto& r = provider_registry();
   if (std::none_of(r.begin(), r.end(), [](const provider_entry& e) { return e.name == P::name; }))
     r.push_back({P::name, priority, &open_erased<P>});
@@ -212,9 +231,12 @@ struct any_provider {
         if (!pick_best) return unexpected(std::move(d).error());
         tried += std::string(tried.empty() ? "" : "; ") + d.error().describe();
       }
-      if (!pick_best)
+      if (!pick_best) {
+        for (const auto& r : detail::refused_providers())
+          if (r.name == opts.provider) return unexpected(r.why);
         return unexpected(status::unsupported, "provider '" + opts.provider +
                                                    "' is not registered (include its header, e.g. <fabrix/ucx.hpp>)");
+      }
       return unexpected(status::unsupported, tried.empty() ? "no provider is registered (include a provider header)"
                                                            : "no provider opened: " + tried);
     }

@@ -1,12 +1,20 @@
 // Which provider a value belongs to, and what a provider can do.
 #pragma once
 
+#include <fabrix/detail/fnv1a.hpp>
+
 #include <cstdint>
 #include <string_view>
 
 namespace fabrix {
 
-// Stable numbers: they travel inside encoded remote_buffers.
+// Which provider made a value; travels inside encoded remote_buffers, so the
+// number must be the same in every process of a job. The built-in providers
+// have fixed numbers (below); any other provider's number is
+// provider_id_of(its name), a hash of the name that every process computes
+// alike, and registry.hpp maps numbers back to the names this process knows
+// (register_provider_name). So the set is open: a provider written outside
+// this tree, header-only or a run-time plugin, gets its number from its name.
 enum class provider_id : std::uint16_t {
   none = 0,
   ucx = 1,
@@ -15,19 +23,20 @@ enum class provider_id : std::uint16_t {
   cuda_ipc = 4,
 };
 
-constexpr std::string_view to_string(provider_id p) noexcept {
-  switch (p) {
-    case provider_id::none: return "none";
-    case provider_id::ucx: return "ucx";
-    case provider_id::verbs: return "verbs";
-    case provider_id::ofi: return "ofi";
-    case provider_id::cuda_ipc: return "cuda_ipc";
-  }
-  return "unknown";
-}
+// Numbers below this one are reserved for built-in providers.
+inline constexpr std::uint16_t first_hashed_provider_id = 0x100;
 
-constexpr bool is_known(provider_id p) noexcept {
-  return p == provider_id::ucx || p == provider_id::verbs || p == provider_id::ofi || p == provider_id::cuda_ipc;
+// The wire number of the provider called `name` ("none" for an empty name).
+// Two names may share a number (a 16-bit hash); register_provider_name()
+// refuses the second one in a process, so a job cannot confuse them.
+constexpr provider_id provider_id_of(std::string_view name) noexcept {
+  if (name.empty()) return provider_id::none;
+  if (name == "ucx") return provider_id::ucx;
+  if (name == "verbs") return provider_id::verbs;
+  if (name == "ofi") return provider_id::ofi;
+  if (name == "cuda_ipc") return provider_id::cuda_ipc;
+  constexpr std::uint64_t span = 0x10000 - first_hashed_provider_id;
+  return static_cast<provider_id>(first_hashed_provider_id + detail::fnv1a(name) % span);
 }
 
 // How a provider reaches GPU memory.

@@ -1,23 +1,32 @@
 // What a registration holds and what peers may do with it.
 #pragma once
 
+#include <fabrix/detail/fnv1a.hpp>
+
 #include <cstdint>
 #include <string_view>
 
 namespace fabrix {
 
 // Where the bytes of a buffer live. Every registration says what it holds.
+// Travels in remote_buffers. Like provider_id the set is open: host and
+// cuda_device have fixed numbers, any other kind is memory_kind_of(its name)
+// and is known to a process once registered (registry.hpp).
 enum class memory_kind : std::uint8_t {
   host = 0,
   cuda_device = 1,
 };
 
-constexpr std::string_view to_string(memory_kind k) noexcept {
-  switch (k) {
-    case memory_kind::host: return "host";
-    case memory_kind::cuda_device: return "cuda_device";
-  }
-  return "unknown";
+// Numbers below this one are reserved for kinds named in fabrix itself.
+inline constexpr std::uint8_t first_hashed_memory_kind = 0x10;
+
+// The wire number of the memory kind called `name`. An 8-bit hash: two names
+// may share a number; register_memory_kind() refuses the second in a process.
+constexpr memory_kind memory_kind_of(std::string_view name) noexcept {
+  if (name == "host") return memory_kind::host;
+  if (name == "cuda_device") return memory_kind::cuda_device;
+  constexpr std::uint64_t span = 0x100 - first_hashed_memory_kind;
+  return static_cast<memory_kind>(first_hashed_memory_kind + detail::fnv1a(name) % span);
 }
 
 // A memory location: its kind plus the device ordinal for device memory.

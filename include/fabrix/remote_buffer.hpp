@@ -19,7 +19,8 @@
 // outside the job are refused with invalid_argument instead of reaching the
 // provider; a rank of the same job can make seals that verify.
 // decode() rejects anything else — short, long, foreign, unknown version,
-// unknown provider or access bits, a key over max_key_size, an address range
+// a provider or memory kind not registered in this process (registry.hpp),
+// unknown access bits, a key over max_key_size, an address range
 // that wraps, a bad checksum — with status::invalid_argument and a message.
 // It never reads outside the span it is given.
 #pragma once
@@ -29,6 +30,7 @@
 #include <fabrix/detail/little_endian.hpp>
 #include <fabrix/detail/siphash.hpp>
 #include <fabrix/memory.hpp>
+#include <fabrix/registry.hpp>
 #include <fabrix/result.hpp>
 
 #include <array>
@@ -155,10 +157,13 @@ inline result<remote_buffer> remote_buffer::decode(std::span<const std::byte> by
   const std::size_t body = header_size + rb.key_size;
   detail::le_reader tail(bytes.data() + body);
   if (tail.get<std::uint64_t>() != detail::fnv1a(bytes.first(body))) return bad("checksum mismatch (corrupted blob)");
-  if (!is_known(rb.provider)) return bad("unknown provider id " + std::to_string(static_cast<unsigned>(rb.provider)));
+  if (!is_registered(rb.provider))
+    return bad("unknown provider id " + std::to_string(static_cast<unsigned>(rb.provider)) +
+               ": no provider of that number is registered in this process");
   if (!is_known(rb.rights)) return bad("unknown access bits");
-  if (kind > static_cast<std::uint8_t>(memory_kind::cuda_device) || reserved != 0) return bad("unknown memory kind");
   rb.location.kind = static_cast<memory_kind>(kind);
+  if (!is_registered(rb.location.kind) || reserved != 0)
+    return bad("unknown memory kind " + std::to_string(static_cast<unsigned>(kind)));
   if (rb.length == 0) return bad("empty region");
   if (rb.address + rb.length < rb.address) return bad("address range wraps around");
   std::memcpy(rb.key.data(), r.position(), rb.key_size);

@@ -4,6 +4,8 @@
 
 #include "fake_provider.hpp"
 
+#include <algorithm>
+
 using fabrix::completion;
 using fabrix::opcode;
 using fabrix::status;
@@ -220,4 +222,32 @@ TEST_CASE("core: any_provider forwards allocate_memory, and says unsupported whe
   CHECK(none.error().provider == "fake");
   CHECK(none.error().message.find("does not allocate memory") != std::string::npos);
   CHECK(none.error().describe().find("register_memory") != std::string::npos);
+}
+
+namespace {
+// Two names with one wire number (provider_id_of hashes names into 16 bits;
+// found by counting up): a program cannot register both.
+struct clash_a_domain : fake::extended_domain<clash_a_domain> {
+  static constexpr std::string_view name = "fake_clash_1549";
+  explicit clash_a_domain(domain_impl d) : extended_domain(std::move(d)) {}
+};
+struct clash_b_domain : fake::extended_domain<clash_b_domain> {
+  static constexpr std::string_view name = "fake_clash_2904";
+  explicit clash_b_domain(domain_impl d) : extended_domain(std::move(d)) {}
+};
+static_assert(fabrix::provider_id_of(clash_a_domain::name) == fabrix::provider_id_of(clash_b_domain::name));
+}  // namespace
+
+TEST_CASE("core: a provider whose name's wire number another provider holds is refused, and open() says why") {
+  static const bool first = fabrix::detail::register_provider<fake::provider_of<clash_a_domain>>(1);
+  static const bool second = fabrix::detail::register_provider<fake::provider_of<clash_b_domain>>(1);
+  CHECK(first);
+  CHECK_FALSE(second);
+  CHECK(fabrix::open("fake_clash_1549").has_value());
+  auto refused = fabrix::open("fake_clash_2904");
+  REQUIRE_FALSE(refused.has_value());
+  CHECK(refused.code() == status::invalid_argument);
+  CHECK(refused.error().message.find("fake_clash_1549") != std::string::npos);
+  const auto names = fabrix::registered_providers();
+  CHECK(std::find(names.begin(), names.end(), "fake_clash_2904") == names.end());
 }

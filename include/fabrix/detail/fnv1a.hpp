@@ -18,8 +18,14 @@ inline std::uint64_t fnv1a(std::span<const std::byte> bytes) noexcept {
   return h;
 }
 
-inline std::uint64_t fnv1a(std::string_view text) noexcept {
-  return fnv1a(std::as_bytes(std::span<const char>(text.data(), text.size())));
+// constexpr, so that numbers derived from names can be compile-time constants.
+constexpr std::uint64_t fnv1a(std::string_view text) noexcept {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (char c : text) {
+    h ^= static_cast<std::uint8_t>(c);
+    h *= 0x100000001b3ull;
+  }
+  return h;
 }
 
 }  // namespace fabrix::detail
