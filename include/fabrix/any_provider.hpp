@@ -8,13 +8,16 @@
 // message naming the provider, when the chosen provider does not allocate.
 //
 // Providers join the registry when their header is included (e.g.
-// <fabrix/ucx.hpp> registers "ucx"). fabrix::open("ucx") opens that one;
-// fabrix::open("auto") opens the registered provider with the highest
-// priority that opens successfully on this machine.
+// <fabrix/ucx.hpp> registers "ucx"). fabrix::open("ucx") opens that one, or,
+// where none of that name is compiled in, the plugin libfabrix-ucx.so
+// (plugins.hpp, provider_abi.h); fabrix::open("auto") opens the provider,
+// compiled-in or plugin, with the highest priority that opens successfully
+// on this machine (domain_impl::create below says how ties and names fall).
 #pragma once
 
 #include <fabrix/concepts.hpp>
 #include <fabrix/domain.hpp>
+#include <fabrix/plugins.hpp>
 
 #include <algorithm>
 #include <memory>
@@ -219,26 +222,65 @@ struct any_provider {
 
   class domain_impl {
    public:
-    // opts.provider: a registered name or "auto".
+    // opts.provider: a provider's name or "auto".
+    // A name no compiled-in provider has is opened as a plugin,
+    // libfabrix-<name>.so (plugins.hpp); a compiled-in (header-only)
+    // provider wins over a plugin of the same name, which is then not
+    // loaded. "auto" tries the compiled-in providers and the plugins found
+    // on the plugin path (each loaded to read its table's priority) by
+    // priority, highest first, a compiled-in one first among equals, and
+    // opens the first that opens; a plugin that cannot be loaded is passed
+    // over (its error is in the message when nothing opens).
     static result<domain_impl> create(const domain_options& opts) {
       const auto entries = detail::providers_by_priority();
       const bool pick_best = opts.provider.empty() || opts.provider == "auto";
-      std::string tried;
-      for (const auto& e : entries) {
-        if (!pick_best && e.name != opts.provider) continue;
-        auto d = e.open(opts);
-        if (d) return domain_impl(std::move(*d));
-        if (!pick_best) return unexpected(std::move(d).error());
-        tried += std::string(tried.empty() ? "" : "; ") + d.error().describe();
-      }
       if (!pick_best) {
+        for (const auto& e : entries) {
+          if (e.name != opts.provider) continue;
+          auto d = e.open(opts);
+          if (!d) return unexpected(std::move(d).error());
+          return domain_impl(std::move(*d));
+        }
         for (const auto& r : detail::refused_providers())
           if (r.name == opts.provider) return unexpected(r.why);
-        return unexpected(status::unsupported, "provider '" + opts.provider +
-                                                   "' is not registered (include its header, e.g. <fabrix/ucx.hpp>)");
+        auto plugin = load_provider_plugin(opts.provider);
+        if (!plugin) {
+          error e = std::move(plugin).error();
+          e.message = "provider '" + opts.provider +
+                      "' is not registered (include its header, e.g. <fabrix/ucx.hpp>); as a plugin: " + e.message;
+          return unexpected(std::move(e));
+        }
+        auto d = detail::open_plugin_domain(**plugin, opts);
+        if (!d) return unexpected(std::move(d).error());
+        return domain_impl(std::move(*d));
       }
-      return unexpected(status::unsupported, tried.empty() ? "no provider is registered (include a provider header)"
-                                                           : "no provider opened: " + tried);
+      struct candidate {
+        int priority;
+        const detail::provider_entry* compiled;  // one of the two
+        const provider_plugin* plugin;
+      };
+      std::vector<candidate> order;
+      for (const auto& e : entries) order.push_back({e.priority, &e, nullptr});
+      std::string tried;
+      for (const auto& f : find_provider_plugins()) {
+        if (std::any_of(entries.begin(), entries.end(), [&](const auto& e) { return e.name == f.name; })) continue;
+        auto p = load_provider_plugin(f.name);
+        if (p)
+          order.push_back({(*p)->priority, nullptr, *p});
+        else
+          tried += std::string(tried.empty() ? "" : "; ") + p.error().describe();
+      }
+      std::stable_sort(order.begin(), order.end(),
+                       [](const candidate& a, const candidate& b) { return a.priority > b.priority; });
+      for (const auto& c : order) {
+        auto d = c.compiled ? c.compiled->open(opts) : detail::open_plugin_domain(*c.plugin, opts);
+        if (d) return domain_impl(std::move(*d));
+        tried += std::string(tried.empty() ? "" : "; ") + d.error().describe();
+      }
+      return unexpected(status::unsupported,
+                        tried.empty() ? "no provider is registered (include a provider header) and no plugin was "
+                                        "found on the plugin path"
+                                      : "no provider opened: " + tried);
     }
 
     result<region_impl> register_memory(void* addr, std::size_t len, memory_location where, access rights) {
@@ -288,7 +330,9 @@ inline result<any_domain> open(std::string_view name, domain_options opts = {}) 
   return any_domain::create(opts);
 }
 
-// Names of the providers compiled into this program, best first.
+// Names of the providers compiled into this program, best first. Plugins
+// are not among them: find_provider_plugins() and loaded_provider_plugins()
+// (plugins.hpp) list those.
 inline std::vector<std::string_view> registered_providers() {
   std::vector<std::string_view> names;
   for (const auto& e : detail::providers_by_priority()) names.push_back(e.name);

@@ -5,6 +5,9 @@
 // FX_PROVIDER_HEADER naming its provider_<name>.hpp, which defines
 // fxt::static_provider, fxt::provider_name, fxt::open_static() and
 // fxt::unavailable_reason() (empty when the provider can run here).
+// A provider header that defines FX_ANY_PROVIDER_ONLY (provider_plugin.hpp)
+// has no static provider: the suite runs on any_provider alone, and every
+// domain it opens is passed to its fxt::check_plugin_domain().
 #pragma once
 
 #include "harness.hpp"
@@ -19,17 +22,23 @@ namespace fxt {
 template <class P>
 struct open_provider;
 
+#ifndef FX_ANY_PROVIDER_ONLY
 template <>
 struct open_provider<static_provider> {
   static fabrix::domain<static_provider> domain(const fabrix::domain_options& o = test_options()) {
     return open_static(o);
   }
 };
+#endif
 
 template <>
 struct open_provider<fabrix::any_provider> {
   static fabrix::any_domain domain(const fabrix::domain_options& o = test_options()) {
-    return must(fabrix::open(provider_name, o), "open(provider_name)");
+    auto d = must(fabrix::open(provider_name, o), "open(provider_name)");
+#ifdef FX_ANY_PROVIDER_ONLY
+    check_plugin_domain(d);
+#endif
+    return d;
   }
 };
 
@@ -56,4 +65,8 @@ void with_ranks(int n, Body body, std::chrono::seconds limit = std::chrono::seco
 
 }  // namespace fxt
 
+#ifdef FX_ANY_PROVIDER_ONLY
+#define FX_PROVIDERS fabrix::any_provider
+#else
 #define FX_PROVIDERS fxt::static_provider, fabrix::any_provider
+#endif

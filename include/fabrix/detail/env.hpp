@@ -38,6 +38,7 @@ inline constexpr env_var env_vars[] = {
     {"FABRIX_OFI_HMEM", "ofi", "ask libfabric for FI_HMEM: 0 never, 1 always (default: where libcuda loads)"},
     {"FABRIX_OFI_NOTIFY_BY_MESSAGE", "ofi", "1: write_with_imm notifies by message even where CQ data would do"},
     {"FABRIX_OFI_OP_TIMEOUT_MS", "ofi", "ms an RMA or atomic may stay in flight, 0 never (default: shm 10000)"},
+    {"FABRIX_PROVIDER_PATH", "core", "colon-separated directories searched for libfabrix-<name>.so plugins first"},
     {"FABRIX_RANK", "bootstrap", "this process's rank (default: the launcher's)"},
     {"FABRIX_SIZE", "bootstrap", "the job's size (default: the launcher's)"},
     {"FABRIX_STAGING_CHUNK", "staging", "bytes per bounce slot, k/m suffixes (default 512k)"},

@@ -1,0 +1,193 @@
+// The provider plugin loader (fabrix/plugins.hpp): what it refuses and why,
+// and a plugin built against version 1 of the table (no allocate_memory).
+//
+// FX_BAD_PLUGIN_DIR holds the C plugins of bad/ (bad_plugin.c: one defect
+// each). The UCX cases take the plugin directory from FABRIX_PROVIDER_PATH as
+// meson sets it, and the ABI version it must have from FX_EXPECT_ABI.
+#include <doctest/doctest.h>
+
+#include <fabrix/fabrix.hpp>
+#include <fabrix/plugins.hpp>
+
+#include "../support/scoped_env.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace {
+
+std::string bad_path() { return std::string("/nonexistent-fabrix-dir::") + FX_BAD_PLUGIN_DIR; }
+
+// REQUIRE(r.has_value()), printing the error when it fails.
+#define REQUIRE_OK(r)                                   \
+  do {                                                  \
+    if (!(r).has_value()) FAIL((r).error().describe()); \
+  } while (0)
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+fabrix::error refusal(const char* name) {
+  auto p = fabrix::load_provider_plugin(name);
+  REQUIRE_FALSE(p.has_value());
+  INFO(p.error().describe());
+  return p.error();
+}
+
+}  // namespace
+
+TEST_CASE("plugins: a missing plugin names every directory searched") {
+  fxt::scoped_env path("FABRIX_PROVIDER_PATH", bad_path().c_str());
+  const auto dirs = fabrix::provider_plugin_path();
+  REQUIRE(dirs.size() == 3);  // the empty element is skipped; the default directory comes last
+  CHECK(dirs[0] == "/nonexistent-fabrix-dir");
+  CHECK(dirs[1] == FX_BAD_PLUGIN_DIR);
+
+  const auto e = refusal("nosuch");
+  CHECK(e.code == fabrix::status::unsupported);
+  CHECK(contains(e.message, "libfabrix-nosuch.so"));
+  for (const auto& d : dirs) CHECK(contains(e.message, d));
+
+  auto d = fabrix::open("nosuch");
+  REQUIRE_FALSE(d.has_value());
+  CHECK(d.code() == fabrix::status::unsupported);
+  CHECK(contains(d.error().message, "not registered"));
+  CHECK(contains(d.error().message, FX_BAD_PLUGIN_DIR));
+}
+
+TEST_CASE("plugins: names that are not provider names are refused before any file is looked at") {
+  for (const char* name : {"", "../bad", "a/b", "UPPER", "x.so", "a-name-that-is-much-longer-than-31"}) {
+    auto p = fabrix::load_provider_plugin(name);
+    REQUIRE_FALSE(p.has_value());
+    CHECK(p.code() == fabrix::status::invalid_argument);
+  }
+}
+
+TEST_CASE("plugins: broken plugins are refused with a reason") {
+  fxt::scoped_env path("FABRIX_PROVIDER_PATH", bad_path().c_str());
+  struct expectation {
+    const char* name;
+    fabrix::status code;
+    const char* says;
+  };
+  const std::string future = "ABI version " + std::to_string(FABRIX_PROVIDER_ABI_VERSION + 1);
+  for (const auto& x : {
+           expectation{"noentry", fabrix::status::invalid_argument, "does not export fabrix_provider_entry"},
+           expectation{"small", fabrix::status::invalid_argument, "smaller than a version-1 table"},
+           expectation{"abizero", fabrix::status::unsupported, "ABI version 0"},
+           expectation{"abifuture", fabrix::status::unsupported, future.c_str()},
+           expectation{"misnamed", fabrix::status::invalid_argument, "names provider 'other'"},
+           expectation{"nullfn", fabrix::status::invalid_argument, "has no post"},
+           expectation{"refuses", fabrix::status::unsupported, "cannot serve provider ABI version"},
+           expectation{"wrongid", fabrix::status::invalid_argument, "wire_id is 7"},
+       }) {
+    CAPTURE(x.name);
+    const auto e = refusal(x.name);
+    CHECK(e.code == x.code);
+    CHECK(contains(e.message, x.says));
+    CHECK(contains(e.message, std::string(FX_BAD_PLUGIN_DIR) + "/libfabrix-" + x.name + ".so"));
+    // open() reports the plugin's refusal, not only "not registered".
+    auto d = fabrix::open(x.name);
+    REQUIRE_FALSE(d.has_value());
+    CHECK(d.code() == x.code);
+    CHECK(contains(d.error().message, x.says));
+  }
+}
+
+TEST_CASE("plugins: C's fabrix_provider_id_of is C++'s provider_id_of") {
+  for (const char* name : {"ucx", "verbs", "ofi", "cuda_ipc", "good", "loop", "my-provider", "x", "ucx2", "uc"}) {
+    CAPTURE(name);
+    CHECK(fabrix_provider_id_of(name) == static_cast<std::uint16_t>(fabrix::provider_id_of(name)));
+  }
+  CHECK(fabrix_provider_id_of("") == 0);
+}
+
+TEST_CASE("plugins: a plugin whose name's number another provider holds is refused, and leaves no name behind") {
+  fxt::scoped_env path("FABRIX_PROVIDER_PATH", bad_path().c_str());
+  REQUIRE(fabrix::register_provider_name("fake_clash_1549").has_value());
+  const auto e = refusal("fake_clash_2904");
+  CHECK(e.code == fabrix::status::invalid_argument);
+  CHECK(contains(e.message, "'fake_clash_1549' already holds"));
+  CHECK(fabrix::to_string(fabrix::provider_id_of("fake_clash_2904")) == "fake_clash_1549");
+  // A refused plugin registers nothing: "wrongid" stays unknown.
+  (void)refusal("wrongid");
+  CHECK(fabrix::to_string(fabrix::provider_id_of("wrongid")) == "unknown");
+}
+
+TEST_CASE("plugins: a valid version-1 plugin loads; its errors keep status, native code and message") {
+  fxt::scoped_env path("FABRIX_PROVIDER_PATH", bad_path().c_str());
+  auto p = fabrix::load_provider_plugin("good");
+  REQUIRE(p.has_value());
+  CHECK((*p)->abi_version == 1);
+  CHECK((*p)->version == "test");
+  CHECK((*p)->path == std::string(FX_BAD_PLUGIN_DIR) + "/libfabrix-good.so");
+  CHECK_FALSE((*p)->has(offsetof(fabrix_provider_table, allocate_memory)));
+  CHECK((*p)->has(offsetof(fabrix_provider_table, post)));
+  auto again = fabrix::load_provider_plugin("good");  // loaded once per process
+  REQUIRE(again.has_value());
+  CHECK(*again == *p);
+
+  auto d = fabrix::open("good");
+  REQUIRE_FALSE(d.has_value());
+  CHECK(d.code() == fabrix::status::unsupported);
+  CHECK(d.error().provider == "good");
+  CHECK(d.error().native_code == 42);
+  CHECK(d.error().message == "stub plugin: no domain here");
+
+  std::vector<std::string> names;
+  for (const auto& f : fabrix::find_provider_plugins()) names.push_back(f.name);
+  for (const char* n : {"good", "misnamed", "noentry", "small"})
+    CHECK(std::find(names.begin(), names.end(), n) != names.end());
+}
+
+TEST_CASE("plugins: the UCX plugin opens, moves bytes, and has allocate_memory only from version 2") {
+  const char* expect = std::getenv("FX_EXPECT_ABI");
+  if (expect == nullptr) return;  // this run has no UCX plugin on its path
+  const std::uint32_t abi = static_cast<std::uint32_t>(std::atoi(expect));
+  fabrix::domain_options options;
+  options.transport = "tcp";
+  auto d = fabrix::open("ucx", options);
+  REQUIRE_OK(d);
+  CHECK(contains(d->describe(), "[plugin "));
+  CHECK(contains(d->describe(), ", ABI v" + std::to_string(abi) + "]"));
+  CHECK(d->provider() == fabrix::provider_id::ucx);
+  auto loaded = fabrix::loaded_provider_plugins();
+  REQUIRE(loaded.size() >= 1);
+  CHECK(loaded.back()->abi_version == abi);
+
+  // register_memory goes through (check_host_memory is absent in v1: ok).
+  std::vector<std::byte> bytes(4096);
+  auto r = d->register_memory(bytes, fabrix::access::remote_write | fabrix::access::remote_read);
+  REQUIRE_OK(r);
+  CHECK(r->remote().provider == fabrix::provider_id::ucx);
+
+  auto a = d->allocate_memory(4096, fabrix::access::remote_write);
+  if (abi == 1) {
+    REQUIRE_FALSE(a.has_value());
+    CHECK(a.code() == fabrix::status::unsupported);
+    CHECK(contains(a.error().message, "does not allocate memory"));
+  } else {
+    REQUIRE_OK(a);
+    CHECK(a->size() == 4096);
+  }
+
+  // A loopback write through the plugin, every byte checked.
+  auto addr = d->address();
+  REQUIRE(addr.has_value());
+  auto qp = d->connect(*addr);
+  REQUIRE_OK(qp);
+  std::vector<std::byte> src(4096);
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>(i * 7 + 1);
+  auto s = d->register_memory(src, fabrix::access::local);
+  REQUIRE(s.has_value());
+  REQUIRE(qp->write(s->whole(), r->remote().whole(), 7) == fabrix::status::ok);
+  fabrix::completion c[4];
+  std::size_t n = 0;
+  for (int i = 0; i < 100000 && n == 0; ++i) n = d->poll(c);
+  REQUIRE(n == 1);
+  CHECK(c[0].token == 7);
+  CHECK(c[0].status == fabrix::status::ok);
+  CHECK(bytes == src);
+}
