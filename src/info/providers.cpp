@@ -28,6 +28,11 @@
 
 #include <fabrix/any_provider.hpp>
 #include <fabrix/fabrix.hpp>
+#include <fabrix/plugins.hpp>
+
+#include <algorithm>
+#include <string>
+#include <vector>
 
 namespace fabrix::info {
 
@@ -56,6 +61,47 @@ value described(std::string_view name, result<any_domain>& d) {
   return v;
 }
 
+// Every plugin on the plugin path (plugins.hpp): where it is, whether it
+// loads and what its table says, and whether a compiled-in provider of the
+// same name shadows it (then open(name) never loads it); one that is not
+// shadowed is opened as open(name) opens it.
+value plugins_of(const std::vector<std::string_view>& compiled_in, bool& any_usable) {
+  value dirs = value::make_array();
+  for (const auto& d : provider_plugin_path()) dirs.push(d);
+  value found = value::make_array();
+  for (const auto& f : find_provider_plugins()) {
+    value v = value::make_object();
+    v.set("name", f.name).set("path", f.path);
+    const bool shadowed = std::find(compiled_in.begin(), compiled_in.end(), f.name) != compiled_in.end();
+    if (shadowed) {
+      v.set("used", "no: a compiled-in provider of this name wins over the plugin (it is not loaded)");
+      found.push(std::move(v));
+      continue;
+    }
+    auto p = load_provider_plugin(f.name);
+    if (!p) {
+      v.set("loads", false).set("why_not", p.error().describe());
+      found.push(std::move(v));
+      continue;
+    }
+    any_usable = true;
+    v.set("loads", true)
+        .set("version", (*p)->version.empty() ? std::string("-") : (*p)->version)
+        .set("abi_version", static_cast<std::int64_t>((*p)->abi_version))
+        .set("priority", static_cast<std::int64_t>((*p)->priority))
+        .set("wire_id", static_cast<std::int64_t>((*p)->wire_id));
+    auto d = fabrix::open(f.name);
+    if (!d)
+      v.set("opens", false).set("why_not", d.error().describe());
+    else
+      v.set("opens", true).set("describe", d->describe()).set("capabilities", capabilities_of(d->caps()));
+    found.push(std::move(v));
+  }
+  value s = value::make_object();
+  s.set("path", std::move(dirs)).set("found", std::move(found));
+  return s;
+}
+
 }  // namespace
 
 value providers_section() {
@@ -68,8 +114,17 @@ value providers_section() {
     if (d && pick.empty()) pick = d->describe();
     list.push(described(name, d));
   }
+  bool plugin_usable = false;
+  value plugins = plugins_of(registered_providers(), plugin_usable);
+  // A plugin may rank above every compiled-in provider: then only a real
+  // open("auto") says what it picks.
+  if (plugin_usable) {
+    auto best = fabrix::open("auto");
+    pick = best ? best->describe() : std::string();
+  }
   value s = value::make_object();
   s.set("compiled_in", std::move(list))
+      .set("plugins", std::move(plugins))
       .set("auto", pick.empty() ? value("none opens: every provider above says why not") : value(pick))
       .set("gpu_staged", gpu_staged_path());
   return s;

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Checks fabrix-info against what this machine and environment are.
 
-  check_info.py FABRIX_INFO ENV_HPP [--expect-rdma DEVICE]
+  check_info.py FABRIX_INFO ENV_HPP [--expect-rdma DEVICE] [--plugin-dirs DIR:DIR]
 
 ENV_HPP is include/fabrix/detail/env.hpp: its table is the list of variables
 the report must show. Every provider must state its GPU path and why; the
 GPU-NIC-NUMA distances are checked against a fake sysfs tree (--sysfs). With --expect-rdma (inside the VM), DEVICE must be
 listed with an active port and a RoCE v2 GID, and the verbs provider must
-open and say it would use it. Each failed check prints what was seen; exit 1
+open and say it would use it. With --plugin-dirs (tests/plugin's build
+directories: the UCX plugin and the C test plugins), the plugins found there
+are checked: shadowed, loaded, refused, each with what it says. Each failed check prints what was seen; exit 1
 on the first, 0 when all pass.
 """
 import json
@@ -71,12 +73,55 @@ def check_topology(binary, with_verbs):
         fail(f"GPU to RDMA device distances {seen}, expected {want} and mlx5_0 closest", gpus)
 
 
+def provider_number(name):
+    """fabrix::provider_id_of for a name that is not built in."""
+    h = 0xcbf29ce484222325
+    for c in name.encode():
+        h = ((h ^ c) * 0x100000001b3) % 2**64
+    return 256 + h % 65280
+
+
+def check_plugins(binary, dirs):
+    """The plugins section with FABRIX_PROVIDER_PATH=dirs: the UCX plugin is
+    shadowed by the compiled-in ucx (and not loaded), the C test plugin
+    "good" loads (version 1) and says why its domain does not open, broken
+    ones say why they do not load."""
+    providers = json.loads(run(binary, "--json", "--section", "providers",
+                               env_extra={"FABRIX_PROVIDER_PATH": dirs}))["providers"]
+    plugins = providers["plugins"]
+    if plugins["path"][:len(dirs.split(":"))] != dirs.split(":"):
+        fail(f"the plugin path does not start with FABRIX_PROVIDER_PATH's {dirs}", plugins)
+    found = {p["name"]: p for p in plugins["found"]}
+    for name in ("ucx", "good", "abifuture", "wrongid"):
+        if name not in found:
+            fail(f"plugin {name} not listed", plugins)
+    if "compiled-in" not in found["ucx"].get("used", "") or "loads" in found["ucx"]:
+        fail("the UCX plugin should be shadowed by the compiled-in ucx, and not loaded", found["ucx"])
+    good = found["good"]
+    if not good["loads"] or good["abi_version"] != 1 or good["wire_id"] != provider_number("good") \
+            or good["opens"] or "stub plugin: no domain here" not in good["why_not"]:
+        fail("plugin good: loads, version 1, its name's number, and its domain's refusal", good)
+    for name, says in (("abifuture", "ABI version 3"), ("wrongid", "wire_id is 7")):
+        if found[name]["loads"] or says not in found[name]["why_not"]:
+            fail(f"plugin {name} should not load, saying '{says}'", found[name])
+    if providers["auto"].startswith("none"):
+        fail("with plugins on the path, auto reports none", providers)
+    text = run(binary, "--section", "providers", env_extra={"FABRIX_PROVIDER_PATH": dirs})
+    if "plugins:" not in text or "libfabrix-good.so" not in text:
+        fail("the text report does not list the plugins")
+
+
 def main():
     args = sys.argv[1:]
     expect_rdma = None
     if "--expect-rdma" in args:
         i = args.index("--expect-rdma")
         expect_rdma = args[i + 1]
+        del args[i:i + 2]
+    plugin_dirs = None
+    if "--plugin-dirs" in args:
+        i = args.index("--plugin-dirs")
+        plugin_dirs = args[i + 1]
         del args[i:i + 2]
     binary, env_hpp = args
     table = re.findall(r'\{"(FABRIX_[A-Z0-9_]+)",', open(env_hpp).read())
@@ -166,6 +211,10 @@ def main():
             fail("verbs does not open where an RDMA device is", verbs)
 
     check_topology(binary, "verbs" in compiled)
+    if plugin_dirs:
+        check_plugins(binary, plugin_dirs)
+    elif doc["providers"]["plugins"]["found"]:
+        fail("plugins listed where none were put on the path", doc["providers"]["plugins"])
 
     # The text form has every section and provider; bad arguments are refused.
     text = run(binary)
