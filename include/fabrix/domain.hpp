@@ -19,6 +19,7 @@
 #include <fabrix/detail/awaiter.hpp>
 #include <fabrix/detail/domain_core.hpp>
 #include <fabrix/detail/host_range.hpp>
+#include <fabrix/detail/provider_impl.hpp>
 #include <fabrix/domain_options.hpp>
 #include <fabrix/memory_region.hpp>
 #include <fabrix/queue_pair.hpp>
@@ -134,9 +135,15 @@ class domain {
   // One line: provider, transport, device — for logs and perf headers.
   std::string describe() const { return impl().describe(); }
 
-  typename P::domain_impl& native() noexcept { return impl(); }
+  // The provider's native objects (P's documented handle, e.g. the UCP
+  // context and worker of a fabrix::ucx domain: fabrix/<provider>/native.hpp)
+  // for calls fabrix does not make. They stay fabrix's, valid while this
+  // object lives; native.hpp says what may be done with them. Only where the
+  // provider documents one (not any_provider).
+  auto native() const noexcept requires detail::has_native_handle<typename P::domain_impl> { return impl().native(); }
 
  private:
+  friend struct detail::impl_access;
   explicit domain(std::shared_ptr<detail::domain_core<P>> core) : core_(std::move(core)) {}
   typename P::domain_impl& impl() const noexcept { return core_->impl; }
   void close() noexcept {

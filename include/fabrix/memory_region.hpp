@@ -6,6 +6,7 @@
 
 #include <fabrix/concepts.hpp>
 #include <fabrix/detail/domain_core.hpp>
+#include <fabrix/detail/provider_impl.hpp>
 #include <fabrix/local_slice.hpp>
 #include <fabrix/remote_buffer.hpp>
 
@@ -43,9 +44,15 @@ class memory_region {
   // What a peer needs to target this region; send it with encode() or exchange().
   const remote_buffer& remote() const noexcept { return impl_.remote(); }
 
-  typename P::region_impl& native() noexcept { return impl_; }
+  // The provider's native objects (P's documented handle, e.g. the
+  // ucp_mem_h of a fabrix::ucx region: fabrix/<provider>/native.hpp)
+  // for calls fabrix does not make. They stay fabrix's, valid while this
+  // object lives; native.hpp says what may be done with them. Only where the
+  // provider documents one (not any_provider).
+  auto native() const noexcept requires detail::has_native_handle<typename P::region_impl> { return impl_.native(); }
 
  private:
+  friend struct detail::impl_access;
   std::shared_ptr<detail::domain_core<P>> core_;  // declared first: released after impl_
   typename P::region_impl impl_;
 };

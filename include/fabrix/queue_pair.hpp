@@ -29,6 +29,7 @@
 #include <fabrix/concepts.hpp>
 #include <fabrix/detail/awaiter.hpp>
 #include <fabrix/detail/domain_core.hpp>
+#include <fabrix/detail/provider_impl.hpp>
 #include <fabrix/detail/validate.hpp>
 #include <fabrix/operation.hpp>
 
@@ -246,9 +247,15 @@ class queue_pair {
     return impl_.post(std::span<const operation>(&o, 1), posted);
   }
 
-  typename P::endpoint_impl& native() noexcept { return impl_; }
+  // The provider's native objects (P's documented handle, e.g. the
+  // ucp_ep_h of a fabrix::ucx queue pair: fabrix/<provider>/native.hpp)
+  // for calls fabrix does not make. They stay fabrix's, valid while this
+  // object lives; native.hpp says what may be done with them. Only where the
+  // provider documents one (not any_provider).
+  auto native() const noexcept requires detail::has_native_handle<typename P::endpoint_impl> { return impl_.native(); }
 
  private:
+  friend struct detail::impl_access;
   // The operation after fence() (validated, not a recv): posted with
   // op_options::fence, as a copy; the fence stays pending when the post is
   // refused.

@@ -25,7 +25,7 @@ inline std::string unavailable_reason() { return {}; }
 inline fabrix::domain<static_provider> open_static(const fabrix::domain_options& options = test_options()) {
   auto dom = must(fabrix::ofi::domain::create(options), "ofi domain");
   if (const char* want = std::getenv("FABRIX_TEST_OFI_MR_MODE"); want && *want) {
-    const std::string got = fabrix::ofi::detail::mr_mode_names(dom.native().mr_mode());
+    const std::string got = fabrix::ofi::detail::mr_mode_names(fabrix::detail::provider_impl(dom).mr_mode());
     if (got != want)
       rank_fail("FABRIX_TEST_OFI_MR_MODE", __FILE__, __LINE__, "in force: " + got + ", expected " + want);
   }

@@ -28,7 +28,7 @@ TEST_CASE("verbs: a write with a forged rkey completes with access_denied and le
       fxt::fill(src.data(), src.size(), 11);
       const std::uint32_t real = fabrix::detail::load_le<std::uint32_t>(peers[1].key.data());
       const std::uint32_t forged = real ^ 0x00ff0000u;
-      auto& ep = env.qps[1].native();
+      auto& ep = fabrix::detail::provider_impl(env.qps[1]);
       FX_CHECK_STATUS(fabrix::verbs::testing::post_write_with_rkey(ep, ms.slice(0, 64), peers[1].address, forged, 1),
                       status::ok);
       const completion c = env.next_token(1);
@@ -95,14 +95,15 @@ TEST_CASE("verbs: a dead peer shows as peer_unreachable within the configured RC
         ::usleep(300 * 1000);  // the kernel has torn down rank 1's queue pairs by now
         const auto t0 = std::chrono::steady_clock::now();
         if (const status s = env.qps[1].write(mr.slice(0, 64), peers[1].slice(0, 64), 1); s != status::ok)
-          fxt::rank_fail("write posted", __FILE__, __LINE__, env.qps[1].native().failure());
+          fxt::rank_fail("write posted", __FILE__, __LINE__, fabrix::detail::provider_impl(env.qps[1]).failure());
         const completion c = env.next_token(1);
         const auto took = std::chrono::steady_clock::now() - t0;
         FX_CHECK(c.status == status::peer_unreachable);
         // Bootstrap: the RC retries ran out. rdma_cm: the kernel closed the
         // dead process's connection (RDMA_CM_EVENT_DISCONNECTED) first, or
         // the retries ran out, whichever came sooner.
-        const std::string why = fabrix::verbs::describe(c) + " / " + env.qps[1].native().failure();
+        const std::string why =
+            fabrix::verbs::describe(c) + " / " + fabrix::detail::provider_impl(env.qps[1]).failure();
         if (why.find("retry") == std::string::npos && why.find("disconnected") == std::string::npos)
           fxt::rank_fail("retry or disconnect", __FILE__, __LINE__, why);
         std::fprintf(stderr, "dead peer noticed after %.0f ms\n",
@@ -136,7 +137,7 @@ TEST_CASE("verbs: two queue pairs between the same two domains pair up in order 
     if (env.rank == 0) {
       // Sent before the peer posts its recv()s: kept until they come.
       if (const status s = qa.send(ms.slice(0, 4), 1); s != status::ok)
-        fxt::rank_fail("send posted", __FILE__, __LINE__, qa.native().failure());
+        fxt::rank_fail("send posted", __FILE__, __LINE__, fabrix::detail::provider_impl(qa).failure());
       FX_CHECK(env.next_token(1).status == status::ok);
       env.complete_ok(qb.send(ms.slice(4, 4), 2), 2);
       env.complete_ok(qb.write_with_imm(ms.slice(4096, 4096), peers[1].slice(4096, 4096), 8, 3), 3);
@@ -173,11 +174,11 @@ TEST_CASE("verbs: rdma_cm connects queue pairs that move data, and a peer's clos
     const std::string d = dom.describe();
     if (d.find("connects through rdma_cm (listening on ") == std::string::npos)
       fxt::rank_fail("describe() names rdma_cm", __FILE__, __LINE__, d);
-    FX_CHECK(dom.native().connection_method() == fabrix::verbs::connect_method::rdma_cm);
+    FX_CHECK(fabrix::detail::provider_impl(dom).connection_method() == fabrix::verbs::connect_method::rdma_cm);
     auto qps = fxt::must(fabrix::connect_all(dom, boot), "connect_all");
     const int peer = 1 - rank;
-    FX_CHECK(std::string(qps[peer].native().connected_by()) == "rdma_cm");
-    FX_CHECK(std::string(qps[rank].native().connected_by()) == "loopback");
+    FX_CHECK(std::string(fabrix::detail::provider_impl(qps[peer]).connected_by()) == "rdma_cm");
+    FX_CHECK(std::string(fabrix::detail::provider_impl(qps[rank]).connected_by()) == "loopback");
 
     std::vector<std::byte> target(1 << 16), src(1 << 16);
     auto mt = fxt::must(dom.register_memory(target, access::all_remote), "register");
@@ -214,9 +215,10 @@ TEST_CASE("verbs: rdma_cm connects queue pairs that move data, and a peer's clos
     } else {
       const completion r = next([](const completion& x) { return x.token == 9; });
       FX_CHECK(r.status == status::peer_unreachable);
-      FX_CHECK(qps[1].native().failed());
-      if (qps[1].native().failure().find("disconnected") == std::string::npos)
-        fxt::rank_fail("failure names the disconnect", __FILE__, __LINE__, qps[1].native().failure());
+      FX_CHECK(fabrix::detail::provider_impl(qps[1]).failed());
+      if (fabrix::detail::provider_impl(qps[1]).failure().find("disconnected") == std::string::npos)
+        fxt::rank_fail("failure names the disconnect", __FILE__, __LINE__,
+                       fabrix::detail::provider_impl(qps[1]).failure());
       FX_CHECK_STATUS(qps[1].write(ms.slice(0, 8), peers[1].slice(0, 8), 2), status::peer_unreachable);
     }
     FX_CHECK(boot.barrier().has_value());
@@ -263,5 +265,32 @@ TEST_CASE("verbs: an rdma_cm connect to a closed port or an unreachable address 
     FX_CHECK(!mixed.has_value());
     FX_CHECK(mixed.error().code == status::invalid_argument);
     FX_CHECK(mixed.error().message.find("FABRIX_VERBS_CONNECT") != std::string::npos);
+  });
+}
+
+TEST_CASE("verbs: native() hands out the real context, PD, CQ, queue pair and memory region") {
+  using P = fabrix::verbs::provider;
+  fxt::with_ranks<P>(2, [](fxt::rank_env<P>& env) {
+    const int peer = 1 - env.rank;
+    const fabrix::verbs::native_domain d = env.dom.native();
+    FX_CHECK(d.context != nullptr && d.pd != nullptr && d.cq != nullptr);
+    FX_CHECK(d.pd->context == d.context);
+    ibv_port_attr port{};
+    FX_CHECK(ibv_query_port(d.context, d.port, &port) == 0);
+    FX_CHECK(port.state == IBV_PORT_ACTIVE);
+    // The queue pair to the peer is connected: RTS, on the domain's PD and CQ.
+    ibv_qp* qp = env.qps[peer].native().qp;
+    FX_CHECK(qp != nullptr);
+    ibv_qp_attr attr{};
+    ibv_qp_init_attr init{};
+    FX_CHECK(ibv_query_qp(qp, &attr, IBV_QP_STATE, &init) == 0);
+    FX_CHECK(attr.qp_state == IBV_QPS_RTS);
+    FX_CHECK(qp->pd == d.pd && qp->send_cq == d.cq);
+    std::vector<std::byte> buf(4096);
+    auto mr = env.reg(buf);
+    ibv_mr* native_mr = mr.native().mr;
+    FX_CHECK(native_mr != nullptr && native_mr->addr == buf.data() && native_mr->length >= buf.size());
+    FX_CHECK(native_mr->pd == d.pd);
+    FX_CHECK(env.boot.barrier().has_value());
   });
 }

@@ -140,11 +140,11 @@ idle_poll time_idle_poll(fabrix::cuda_ipc::domain& dom) {
   while (clk::now() < warm) dom.poll(buf);
   idle_poll r;
   r.polls = 200000;
-  const auto reads = dom.native().socket_reads();
+  const auto reads = fabrix::detail::provider_impl(dom).socket_reads();
   const auto start = clk::now();
   for (std::uint64_t i = 0; i < r.polls; ++i) dom.poll(buf);
   r.ns = std::chrono::duration<double, std::nano>(clk::now() - start).count() / static_cast<double>(r.polls);
-  r.socket_reads = dom.native().socket_reads() - reads;
+  r.socket_reads = fabrix::detail::provider_impl(dom).socket_reads() - reads;
   return r;
 }
 

@@ -49,7 +49,8 @@ struct gpu_region {
   fabrix::memory_region<P> mr;
 };
 gpu_region gpu_reg(env_t& env, std::size_t size, allocation kind, acc rights = acc::all_remote) {
-  auto buf = fxt::must(device_buffer::create(size, env.dom.native().device(), kind), "device_buffer");
+  auto buf =
+      fxt::must(device_buffer::create(size, fabrix::detail::provider_impl(env.dom).device(), kind), "device_buffer");
   FX_CHECK(buf.fill(0) == status::ok);
   auto mr = fxt::must(env.dom.register_memory(buf.data(), size, buf.location(), rights), "register device memory");
   return {std::move(buf), std::move(mr)};
@@ -281,7 +282,8 @@ TEST_CASE("gpu: a freed and reallocated target is not written through a stale ma
     for (std::uint32_t round = 0; round < 4; ++round) {
       const allocation kind = round % 2 ? allocation::vmm : allocation::legacy;
       std::optional<device_buffer> buf;
-      buf.emplace(fxt::must(device_buffer::create(1 << 20, env.dom.native().device(), kind), "device_buffer"));
+      buf.emplace(fxt::must(device_buffer::create(1 << 20, fabrix::detail::provider_impl(env.dom).device(), kind),
+                            "device_buffer"));
       FX_CHECK(buf->fill(0) == status::ok);
       std::optional<fabrix::memory_region<P>> mr;
       mr.emplace(
@@ -305,7 +307,7 @@ TEST_CASE("gpu: a freed and reallocated target is not written through a stale ma
       buf.reset();
     }
     // Rank 0 holds no mapping of a freed allocation: only rank 1's scratch.
-    if (env.rank == 0) FX_CHECK(env.dom.native().mapped_allocations() == 1);
+    if (env.rank == 0) FX_CHECK(fabrix::detail::provider_impl(env.dom).mapped_allocations() == 1);
   });
 }
 

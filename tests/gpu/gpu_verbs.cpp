@@ -68,7 +68,7 @@ TEST_CASE("verbs + CUDA: caps().gpu matches what registration does; direct moves
   REQUIRE_MESSAGE(dev.has_value(), (dev ? "" : dev.error().describe()));
   auto mr = dom->register_memory(dev->data(), n, dev->location(), access::all_remote);
   const bool direct = dom->caps().gpu == fabrix::gpu_path::direct;
-  CHECK(direct == (dom->native().gpu_memory() != fabrix::verbs::gpu_registration::none));
+  CHECK(direct == (fabrix::detail::provider_impl(*dom).gpu_memory() != fabrix::verbs::gpu_registration::none));
   if (!direct) {
     // Refused, with the reason for each way.
     REQUIRE(!mr.has_value());

@@ -58,7 +58,7 @@ TEST_CASE("ofi shm: writes and reads by CMA complete with their bytes while the 
                       status::ok);
       FX_CHECK(qp.finished() - before == 1);  // complete when post() returned
       FX_CHECK(fxt::first_mismatch(local.data() + block, block, 9) == block);
-      FX_CHECK(dom.native().cma_operations() == 2);
+      FX_CHECK(fabrix::detail::provider_impl(dom).cma_operations() == 2);
     }
     // Rank 1 reaches this barrier without polling its domain once.
     FX_CHECK(boot.barrier().has_value());
@@ -82,7 +82,7 @@ TEST_CASE("ofi shm: after the region's release returned, a CMA write fails stale
       FX_CHECK_STATUS(qps[1].write(ml.slice(0, 4096), key.slice(0, 4096), 1), status::ok);
       const auto first = fxt::await_token(dom, 1);
       FX_CHECK(first.has_value() && first->status == status::ok);
-      FX_CHECK(dom.native().cma_operations() == 1);
+      FX_CHECK(fabrix::detail::provider_impl(dom).cma_operations() == 1);
       FX_CHECK(boot.barrier().has_value());  // rank 1 releases the region
       FX_CHECK(boot.barrier().has_value());  // released, and its bytes are the owner's again
       fxt::fill(local.data(), 4096, 4);
@@ -91,7 +91,7 @@ TEST_CASE("ofi shm: after the region's release returned, a CMA write fails stale
       FX_CHECK(second.has_value());
       FX_CHECK_STATUS(second->status, status::stale_key);
       FX_CHECK(second->bytes == 0);
-      FX_CHECK(dom.native().cma_operations() == 1);  // nothing copied
+      FX_CHECK(fabrix::detail::provider_impl(dom).cma_operations() == 1);  // nothing copied
     } else {
       FX_CHECK(boot.barrier().has_value());
       FX_CHECK(fxt::first_mismatch(target.data(), 4096, 3) == 4096);
@@ -121,13 +121,15 @@ TEST_CASE("ofi shm: a forged, correctly sealed buffer that claims more than the 
       const fabrix::remote_buffer forged = fxt::reseal_longer(peers[1], blobs[1], region_size + guard);
       std::memset(local.data(), 0x42, local.size());
       FX_CHECK_STATUS(qps[1].write(ml.slice(0, 64), forged.slice(region_size, 64), 7), status::ok);
-      const auto c = fxt::await_token(dom, 7, dom.native().op_timeout() + std::chrono::seconds(2));
+      const auto c =
+          fxt::await_token(dom, 7, fabrix::detail::provider_impl(dom).op_timeout() + std::chrono::seconds(2));
       FX_CHECK(c.has_value());
       FX_CHECK(fabrix::is_error(c->status));
       FX_CHECK(c->bytes == 0);
-      FX_CHECK(dom.native().cma_operations() == 0);
+      FX_CHECK(fabrix::detail::provider_impl(dom).cma_operations() == 0);
     } else {
-      fxt::serve_for(dom, dom.native().op_timeout() + std::chrono::seconds(3));  // refusing, as long as rank 0 waits
+      fxt::serve_for(dom, fabrix::detail::provider_impl(dom).op_timeout() +
+                              std::chrono::seconds(3));  // refusing, as long as rank 0 waits
     }
     FX_CHECK(boot.barrier().has_value());
     if (rank == 1) {

@@ -56,28 +56,31 @@ void run_case(bad_target what) {
         case bad_target::past_the_end: target = key->target(rb.address, region_size); break;
         case bad_target::before_the_start: target = key->target(rb.address, 0) - 64; break;
       }
-      FX_CHECK_STATUS(qps[1].native().post_unchecked_write(ms.slice(0, 64), target, k, 7), status::ok);
-      const bool shm = dom.native().provider_name() == "shm";
+      FX_CHECK_STATUS(fabrix::detail::provider_impl(qps[1]).post_unchecked_write(ms.slice(0, 64), target, k, 7),
+                      status::ok);
+      const bool shm = fabrix::detail::provider_impl(dom).provider_name() == "shm";
       // The provider's own answer comes at once; the timeout within one sweep of it.
-      const auto c = fxt::await_token(dom, 7, dom.native().op_timeout() + std::chrono::seconds(2));
+      const auto c =
+          fxt::await_token(dom, 7, fabrix::detail::provider_impl(dom).op_timeout() + std::chrono::seconds(2));
       FX_CHECK(c.has_value());  // never silence: an error completion within the bound
       if (c) {
         std::printf("rejected with %s (native %d): %s\n", std::string(fabrix::to_string(c->status)).c_str(),
-                    c->native_code, dom.native().last_error().c_str());
+                    c->native_code, fabrix::detail::provider_impl(dom).last_error().c_str());
         FX_CHECK(fabrix::is_error(c->status));
         FX_CHECK(c->native_code != 0);
         FX_CHECK(c->bytes == 0);
         if (shm) FX_CHECK_STATUS(c->status, status::timed_out);
       }
       if (shm) {
-        FX_CHECK(dom.native().expired_operations() == 1);
-        FX_CHECK(qps[1].native().failed());  // shm cannot carry anything ordered behind the lost write
+        FX_CHECK(fabrix::detail::provider_impl(dom).expired_operations() == 1);
+        FX_CHECK(
+            fabrix::detail::provider_impl(qps[1]).failed());  // shm cannot carry anything ordered behind the lost write
         FX_CHECK_STATUS(qps[1].write(ms.slice(0, 64), peers[1].slice(0, 64), 8), status::peer_unreachable);
       } else {
-        FX_CHECK(dom.native().expired_operations() == 0);
+        FX_CHECK(fabrix::detail::provider_impl(dom).expired_operations() == 0);
       }
     } else {
-      fxt::serve_for(dom, dom.native().op_timeout() + std::chrono::seconds(3));
+      fxt::serve_for(dom, fabrix::detail::provider_impl(dom).op_timeout() + std::chrono::seconds(3));
     }
     FX_CHECK(boot.barrier().has_value());
     if (rank == 1)
@@ -104,7 +107,7 @@ TEST_CASE("ofi: FABRIX_OFI_OP_TIMEOUT_MS is read strictly") {
   const fxt::scoped_env set("FABRIX_OFI_OP_TIMEOUT_MS", "250");
   auto dom = open();
   REQUIRE(dom);
-  CHECK(dom->native().op_timeout() == std::chrono::milliseconds(250));
+  CHECK(fabrix::detail::provider_impl(*dom).op_timeout() == std::chrono::milliseconds(250));
 }
 
 // Item 7 of the hardening issue: a malicious member of the job knows every
@@ -126,17 +129,18 @@ TEST_CASE("ofi: a read past the end through a forged, correctly sealed remote_bu
     if (rank == 0) {
       const fabrix::remote_buffer forged = fxt::reseal_longer(peers[1], blobs[1], region_size + guard);
       FX_CHECK_STATUS(qps[1].read(md.slice(0, 64), forged.slice(region_size, 64), 7), status::ok);
-      const auto c = fxt::await_token(dom, 7, dom.native().op_timeout() + std::chrono::seconds(2));
+      const auto c =
+          fxt::await_token(dom, 7, fabrix::detail::provider_impl(dom).op_timeout() + std::chrono::seconds(2));
       FX_CHECK(c.has_value());
       if (c) {
         std::printf("forged read: %s (native %d): %s\n", std::string(fabrix::to_string(c->status)).c_str(),
-                    c->native_code, dom.native().last_error().c_str());
+                    c->native_code, fabrix::detail::provider_impl(dom).last_error().c_str());
         FX_CHECK(fabrix::is_error(c->status));
         FX_CHECK(c->bytes == 0);
       }
       for (std::byte b : dst) FX_CHECK(b == std::byte{0});  // not one neighbouring byte came back
     } else {
-      fxt::serve_for(dom, dom.native().op_timeout() + std::chrono::seconds(3));
+      fxt::serve_for(dom, fabrix::detail::provider_impl(dom).op_timeout() + std::chrono::seconds(3));
     }
     FX_CHECK(boot.barrier().has_value());
   });
@@ -147,12 +151,12 @@ TEST_CASE("ofi: a read past the end through a forged, correctly sealed remote_bu
 TEST_CASE("ofi: domain_options::device selects a libfabric domain and refuses one it does not offer") {
   fxt::run_ranks(1, [](int, fabrix::bootstrap&) {
     auto any = fxt::must(fabrix::ofi::domain::create(fxt::test_options()), "ofi domain");
-    const std::string offered = any.native().domain_name();
+    const std::string offered = fabrix::detail::provider_impl(any).domain_name();
     std::printf("default domain: %s\n", offered.c_str());
     fabrix::domain_options o = fxt::test_options();
     o.device = offered;
     auto same = fxt::must(fabrix::ofi::domain::create(o), "ofi domain on the offered device");
-    FX_CHECK(same.native().domain_name() == offered);
+    FX_CHECK(fabrix::detail::provider_impl(same).domain_name() == offered);
 
     o.device = "nonexistent0";
     auto bad = fabrix::ofi::domain::create(o);
@@ -169,7 +173,7 @@ TEST_CASE("ofi: domain_options::device selects a libfabric domain and refuses on
     o.device = "lo";
     auto lo = fabrix::ofi::domain::create(o);
     if (lo.has_value()) {
-      FX_CHECK(lo->native().domain_name() == "lo");
+      FX_CHECK(fabrix::detail::provider_impl(*lo).domain_name() == "lo");
     } else {
       std::printf("lo: %s\n", lo.error().describe().c_str());
       FX_CHECK(lo.code() == status::unsupported);
@@ -186,12 +190,13 @@ TEST_CASE("ofi: domain_options::wakeup false opens the completion queue without 
     auto with_fd = fxt::must(fabrix::ofi::domain::create(fxt::test_options()), "ofi domain, wakeup");
     std::printf("default: %s\n", with_fd.describe().c_str());
     const std::string transport = fxt::test_options().transport;
-    if (transport.rfind("tcp", 0) == 0) FX_CHECK(with_fd.native().wait_fd() >= 0);  // shm 1.17 offers no fd
+    if (transport.rfind("tcp", 0) == 0)
+      FX_CHECK(fabrix::detail::provider_impl(with_fd).wait_fd() >= 0);  // shm 1.17 offers no fd
     fabrix::domain_options o = fxt::test_options();
     o.wakeup = false;
     auto without = fxt::must(fabrix::ofi::domain::create(o), "ofi domain, no wakeup");
     std::printf("wakeup false: %s\n", without.describe().c_str());
-    FX_CHECK(without.native().wait_fd() < 0);
+    FX_CHECK(fabrix::detail::provider_impl(without).wait_fd() < 0);
     FX_CHECK(without.describe().find("no wait fd") != std::string::npos);
     FX_CHECK_STATUS(without.wait(std::chrono::milliseconds(20)), status::timed_out);
   });

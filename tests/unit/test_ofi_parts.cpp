@@ -260,3 +260,35 @@ TEST_CASE("ofi op slot: going back resets every field but the iovec scratch") {
         CHECK(op.iov[1].iov_base == &target);  // scratch: fill_slot writes it before it is read
       });
 }
+
+TEST_CASE("ofi native(): the domain's fabric, domain, endpoint, CQ and AV, the queue pair's peer address, the MR") {
+  fabrix::domain_options opts;
+  opts.transport = "tcp;ofi_rxm";
+  auto dom = fabrix::ofi::domain::create(opts);
+  REQUIRE_MESSAGE(dom.has_value(), (dom ? "" : dom.error().describe()));
+  const fabrix::ofi::native_domain d = dom->native();
+  REQUIRE(d.fabric != nullptr);
+  REQUIRE(d.domain != nullptr);
+  REQUIRE(d.ep != nullptr);
+  REQUIRE(d.cq != nullptr);
+  REQUIRE(d.av != nullptr);
+  // The endpoint is the one whose name the domain's address carries.
+  std::array<char, 256> name{};
+  std::size_t len = name.size();
+  REQUIRE(fi_getname(&d.ep->fid, name.data(), &len) == 0);
+  CHECK(len > 0);
+  auto qp = dom->connect(dom->address().value());
+  REQUIRE(qp.has_value());
+  CHECK(qp->native().ep == d.ep);
+  CHECK(qp->native().peer != FI_ADDR_UNSPEC);
+  // The address vector maps the queue pair's peer back to that same name.
+  std::array<char, 256> back{};
+  std::size_t back_len = back.size();
+  REQUIRE(fi_av_lookup(d.av, qp->native().peer, back.data(), &back_len) == 0);
+  CHECK(back_len == len);
+  CHECK(std::memcmp(back.data(), name.data(), len) == 0);
+  std::vector<std::byte> buf(4096);
+  auto mr = dom->register_memory(buf.data(), buf.size(), {}, fabrix::access::remote_write);
+  REQUIRE(mr.has_value());
+  if (fid_mr* native_mr = mr->native().mr) CHECK(fi_mr_desc(native_mr) == mr->slice(0, 1).descriptor);
+}

@@ -16,7 +16,7 @@ using fabrix::status;
 namespace {
 
 struct pair_fixture : fake::pair_fixture {
-  op_options last() { return qp.native().last_options(); }
+  op_options last() { return fabrix::detail::provider_impl(qp).last_options(); }
   std::size_t drain() {
     fabrix::completion c[64];
     return a.poll(c);

@@ -21,7 +21,7 @@ TEST_CASE("remote_key: writes, reads and atomics through an imported key move th
   CHECK(key->imported());
   CHECK(key->length == f.dst.size());
   CHECK(key->importer == f.qp.import_id());
-  CHECK(f.qp.native().imported() == 1);
+  CHECK(fabrix::detail::provider_impl(f.qp).imported() == 1);
 
   std::iota(reinterpret_cast<unsigned char*>(f.src.data()), reinterpret_cast<unsigned char*>(f.src.data()) + 64, 1);
   REQUIRE(f.qp.write(f.ms.slice(0, 64), key->slice(32, 64), 1) == status::ok);
@@ -85,7 +85,7 @@ TEST_CASE("remote_key: valid only on the queue pair that imported it, until rele
   CHECK(other.release(*key) == status::invalid_argument);
 
   CHECK(f.qp.release(*key) == status::ok);
-  CHECK(f.qp.native().imported() == 0);
+  CHECK(fabrix::detail::provider_impl(f.qp).imported() == 0);
   CHECK(f.qp.write(f.ms.slice(0, 8), key->slice(0, 8), 1) == status::invalid_argument);
   CHECK(f.qp.release(*key) == status::invalid_argument);  // twice
 

@@ -686,3 +686,36 @@ TEST_CASE("ucx op slot: going back resets op_fields, keeps the iovec and header 
         CHECK(op.header.imm == 9);
       });
 }
+
+TEST_CASE("ucx native(): the domain's context and worker, the queue pair's endpoint, the region's memory handle") {
+  fabrix::domain_options o;
+  o.transport = "tcp";
+  auto dom = fabrix::ucx::domain::create(o);
+  REQUIRE(dom);
+  const fabrix::ucx::native_domain d = dom->native();
+  REQUIRE(d.context != nullptr);
+  REQUIRE(d.worker != nullptr);
+  ucp_context_attr_t ca{};
+  ca.field_mask = UCP_ATTR_FIELD_THREAD_MODE;
+  CHECK(ucp_context_query(d.context, &ca) == UCS_OK);
+  ucp_worker_attr_t wa{};
+  wa.field_mask = UCP_WORKER_ATTR_FIELD_THREAD_MODE;
+  CHECK(ucp_worker_query(d.worker, &wa) == UCS_OK);
+
+  auto qp = dom->connect(dom->address().value());
+  REQUIRE(qp);
+  ucp_ep_h ep = qp->native().ep;
+  REQUIRE(ep != nullptr);
+  ucp_ep_attr_t ea{};
+  ea.field_mask = UCP_EP_ATTR_FIELD_NAME;
+  CHECK(ucp_ep_query(ep, &ea) == UCS_OK);
+
+  std::vector<std::byte> buf(8192);
+  auto mr = dom->register_memory(buf.data(), buf.size(), {}, fabrix::access::remote_write);
+  REQUIRE(mr);
+  ucp_mem_attr_t ma{};
+  ma.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH;
+  REQUIRE(ucp_mem_query(mr->native().memh, &ma) == UCS_OK);
+  CHECK(ma.address == buf.data());
+  CHECK(ma.length >= buf.size());
+}

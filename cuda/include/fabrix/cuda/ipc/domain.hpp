@@ -17,6 +17,7 @@
 #include <fabrix/cuda/ipc/address.hpp>
 #include <fabrix/cuda/ipc/endpoint.hpp>
 #include <fabrix/cuda/ipc/handle.hpp>
+#include <fabrix/cuda/ipc/native.hpp>
 #include <fabrix/cuda/ipc/progress.hpp>
 #include <fabrix/cuda/ipc/region.hpp>
 #include <fabrix/cuda/ipc/socket.hpp>
@@ -71,6 +72,8 @@ inline int parse_device(const std::string& s) {
 
 class domain_impl {
  public:
+  // domain::native(): the CUDA device (native.hpp).
+  cuda_ipc::native_domain native() const noexcept { return {d_->device}; }
   static result<domain_impl> create(const domain_options& opts) {
     if (opts.max_outstanding == 0)
       return unexpected(status::invalid_argument, "max_outstanding must be > 0", "cuda_ipc");

@@ -7,6 +7,7 @@
 // peer_unreachable and later posts return peer_unreachable.
 #pragma once
 
+#include <fabrix/cuda/ipc/native.hpp>
 #include <fabrix/cuda/ipc/post.hpp>
 #include <fabrix/cuda/ipc/progress.hpp>
 #include <fabrix/cuda/ipc/state.hpp>
@@ -28,6 +29,7 @@ struct close_endpoint {
 
 class endpoint_impl : public fabrix::detail::endpoint_base<detail::peer_state, detail::close_endpoint> {
  public:
+  cuda_ipc::native_queue_pair native() const noexcept { return {p_ ? p_->stream : nullptr}; }
   using endpoint_base::endpoint_base;
 
   status post(std::span<const operation> ops, std::size_t& posted) {

@@ -34,6 +34,7 @@
 #include <fabrix/memory.hpp>
 #include <fabrix/ofi/address.hpp>
 #include <fabrix/ofi/endpoint.hpp>
+#include <fabrix/ofi/native.hpp>
 #include <fabrix/ofi/progress.hpp>
 #include <fabrix/ofi/region.hpp>
 #include <fabrix/ofi/setup.hpp>
@@ -65,6 +66,8 @@ inline constexpr capabilities ofi_caps{
 
 class domain_impl {
  public:
+  // domain::native(): the fabric, domain, endpoint, CQ and AV (native.hpp says what may be done with them).
+  native_domain native() const noexcept { return {d_->fabric, d_->domain, d_->ep, d_->cq, d_->av}; }
   static result<domain_impl> create(const domain_options& opts) {
     if (opts.max_outstanding == 0) return unexpected(status::invalid_argument, "max_outstanding must be > 0", "ofi");
     if (opts.max_posted_recvs == 0) return unexpected(status::invalid_argument, "max_posted_recvs must be > 0", "ofi");

@@ -18,6 +18,7 @@
 #include <fabrix/detail/endpoint_base.hpp>
 #include <fabrix/detail/import_table.hpp>
 #include <fabrix/local_slice.hpp>
+#include <fabrix/ofi/native.hpp>
 #include <fabrix/ofi/post.hpp>
 #include <fabrix/ofi/state.hpp>
 
@@ -61,6 +62,9 @@ struct close_endpoint {
 
 class endpoint_impl : public fabrix::detail::endpoint_base<detail::peer_state, detail::close_endpoint> {
  public:
+  native_queue_pair native() const noexcept {
+    return p_ ? native_queue_pair{p_->dom->ep, p_->addr} : native_queue_pair{nullptr, FI_ADDR_UNSPEC};
+  }
   using endpoint_base::endpoint_base;
 
   status post(std::span<const operation> ops, std::size_t& posted) {

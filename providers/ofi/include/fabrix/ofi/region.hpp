@@ -4,6 +4,7 @@
 #pragma once
 
 #include <fabrix/ofi/key.hpp>
+#include <fabrix/ofi/native.hpp>
 #include <fabrix/ofi/state.hpp>
 #include <fabrix/remote_buffer.hpp>
 
@@ -35,7 +36,7 @@ class region_impl {
   const remote_buffer& remote() const noexcept { return rb_; }
   // fi_mr_desc: passed with every local buffer (required under FI_MR_LOCAL).
   void* descriptor() const noexcept { return mr_ ? fi_mr_desc(mr_) : nullptr; }
-  fid_mr* native() const noexcept { return mr_; }
+  native_region native() const noexcept { return {mr_}; }
 
  private:
   // Peers on this node refuse the key from the moment the slot is cleared;

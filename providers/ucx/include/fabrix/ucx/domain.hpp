@@ -23,6 +23,7 @@
 #include <fabrix/ucx/direct_registration.hpp>
 #include <fabrix/ucx/endpoint.hpp>
 #include <fabrix/ucx/fifo_workaround.hpp>
+#include <fabrix/ucx/native.hpp>
 #include <fabrix/ucx/progress.hpp>
 #include <fabrix/ucx/region.hpp>
 #include <fabrix/ucx/rma.hpp>
@@ -58,6 +59,8 @@ inline constexpr capabilities ucx_caps{
 
 class domain_impl {
  public:
+  // domain::native(): the UCP context and worker (native.hpp says what may be done with them).
+  native_domain native() const noexcept { return {d_->context, d_->worker}; }
   static result<domain_impl> create(const domain_options& opts) {
     if (opts.max_outstanding == 0) return unexpected(status::invalid_argument, "max_outstanding must be > 0", "ucx");
     if (opts.max_posted_recvs == 0) return unexpected(status::invalid_argument, "max_posted_recvs must be > 0", "ucx");

@@ -8,6 +8,7 @@
 #include <fabrix/detail/endpoint_base.hpp>
 #include <fabrix/detail/import_table.hpp>
 #include <fabrix/operation.hpp>
+#include <fabrix/ucx/native.hpp>
 #include <fabrix/ucx/post.hpp>
 #include <fabrix/ucx/state.hpp>
 
@@ -87,6 +88,7 @@ struct close_endpoint {
 
 class endpoint_impl : public fabrix::detail::endpoint_base<detail::peer_state, detail::close_endpoint> {
  public:
+  native_queue_pair native() const noexcept { return {p_ ? p_->ep : nullptr}; }
   using endpoint_base::endpoint_base;
 
   status post(std::span<const operation> ops, std::size_t& posted) {

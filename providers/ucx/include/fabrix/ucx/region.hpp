@@ -2,6 +2,7 @@
 #pragma once
 
 #include <fabrix/remote_buffer.hpp>
+#include <fabrix/ucx/native.hpp>
 #include <fabrix/ucx/state.hpp>
 
 #include <ucp/api/ucp.h>
@@ -12,6 +13,7 @@ namespace fabrix::ucx {
 
 class region_impl {
  public:
+  native_region native() const noexcept { return {memh_}; }
   region_impl(detail::domain_state* d, ucp_mem_h memh, const remote_buffer& rb) : d_(d), memh_(memh), rb_(rb) {}
   region_impl(region_impl&& o) noexcept : d_(o.d_), memh_(std::exchange(o.memh_, nullptr)), rb_(o.rb_) {}
   region_impl& operator=(region_impl&& o) noexcept {

@@ -18,6 +18,7 @@
 #include <fabrix/verbs/device_memory.hpp>
 #include <fabrix/verbs/endpoint.hpp>
 #include <fabrix/verbs/handshake.hpp>
+#include <fabrix/verbs/native.hpp>
 #include <fabrix/verbs/options.hpp>
 #include <fabrix/verbs/progress.hpp>
 #include <fabrix/verbs/qp.hpp>
@@ -50,6 +51,8 @@ inline constexpr capabilities verbs_caps{
 
 class domain_impl {
  public:
+  // domain::native(): the device context, PD, CQ and SRQ (native.hpp says what may be done with them).
+  native_domain native() const noexcept { return {d_->ctx, d_->pd, d_->cq, d_->srq, d_->dev.port}; }
   static result<domain_impl> create(const domain_options& opts) { return create(opts, options{}); }
 
   // `base` holds code-level tunables; FABRIX_VERBS_* variables override them,

@@ -19,6 +19,7 @@
 #include <fabrix/detail/import_table.hpp>
 #include <fabrix/operation.hpp>
 #include <fabrix/verbs/handshake.hpp>
+#include <fabrix/verbs/native.hpp>
 #include <fabrix/verbs/post.hpp>
 #include <fabrix/verbs/progress.hpp>
 #include <fabrix/verbs/state.hpp>
@@ -72,6 +73,7 @@ struct close_endpoint {
 
 class endpoint_impl : public fabrix::detail::endpoint_base<detail::peer_state, detail::close_endpoint> {
  public:
+  native_queue_pair native() const noexcept { return {p_ ? p_->qp : nullptr}; }
   using endpoint_base::endpoint_base;
 
   status post(std::span<const operation> ops, std::size_t& posted) { return detail::post_ops(*p_, ops, posted); }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <fabrix/remote_buffer.hpp>
+#include <fabrix/verbs/native.hpp>
 
 #include <infiniband/verbs.h>
 
@@ -12,6 +13,7 @@ namespace fabrix::verbs {
 
 class region_impl {
  public:
+  native_region native() const noexcept { return {mr_}; }
   region_impl(ibv_mr* mr, const remote_buffer& rb) : mr_(mr), rb_(rb) {}
   region_impl(region_impl&& o) noexcept : mr_(std::exchange(o.mr_, nullptr)), rb_(o.rb_) {}
   region_impl& operator=(region_impl&& o) noexcept {
