@@ -8,10 +8,10 @@
 
 #if FABRIX_HAVE_VERBS
 #include <infiniband/verbs.h>
-#include <fabrix/verbs/device.hpp>
-#include <fabrix/verbs/gid.hpp>
-#include <fabrix/verbs/options.hpp>
-#include <fabrix/verbs/topology.hpp>
+#include <fabrix/verbs/detail/device.hpp>
+#include <fabrix/verbs/detail/gid.hpp>
+#include <fabrix/verbs/detail/options.hpp>
+#include <fabrix/verbs/detail/topology.hpp>
 #endif
 
 #include <cerrno>

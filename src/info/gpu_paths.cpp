@@ -11,7 +11,7 @@
 #include <ucp/api/ucp.h>
 #endif
 #if FABRIX_HAVE_OFI
-#include <fabrix/ofi/setup.hpp>
+#include <fabrix/ofi/detail/setup.hpp>
 #endif
 #include <fabrix/detail/env.hpp>
 #include <fabrix/fabrix.hpp>

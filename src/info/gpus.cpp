@@ -12,7 +12,7 @@
 #include <vector>
 
 #if FABRIX_HAVE_VERBS
-#include <fabrix/verbs/topology.hpp>
+#include <fabrix/verbs/detail/topology.hpp>
 #endif
 #if FABRIX_HAVE_CUDA
 #include <fabrix/cuda/available.hpp>

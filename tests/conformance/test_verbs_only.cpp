@@ -4,7 +4,7 @@
 // FABRIX_VERBS_CONNECT says: domain_options::transport = "rdma_cm").
 #include "providers.hpp"
 
-#include <fabrix/verbs/testing.hpp>
+#include <fabrix/verbs/detail/testing.hpp>
 
 #include <signal.h>
 #include <unistd.h>

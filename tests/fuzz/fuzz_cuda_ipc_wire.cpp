@@ -4,9 +4,9 @@
 // identically; refusals are invalid_argument.
 #include "fuzz.hpp"
 
-#include <fabrix/cuda/ipc/address.hpp>
-#include <fabrix/cuda/ipc/handle.hpp>
-#include <fabrix/cuda/ipc/wire.hpp>
+#include <fabrix/cuda/ipc/detail/address.hpp>
+#include <fabrix/cuda/ipc/detail/handle.hpp>
+#include <fabrix/cuda/ipc/detail/wire.hpp>
 
 #include <cstring>
 

@@ -2,9 +2,9 @@
 // the address blob and the socket packets. Round trips, and every way a
 // malformed input is refused.
 #include <doctest/doctest.h>
-#include <fabrix/cuda/ipc/address.hpp>
-#include <fabrix/cuda/ipc/handle.hpp>
-#include <fabrix/cuda/ipc/wire.hpp>
+#include <fabrix/cuda/ipc/detail/address.hpp>
+#include <fabrix/cuda/ipc/detail/handle.hpp>
+#include <fabrix/cuda/ipc/detail/wire.hpp>
 
 #include <cstring>
 

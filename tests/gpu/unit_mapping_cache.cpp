@@ -1,7 +1,7 @@
 // The importer's mapping cache, with a fake opener: which accesses open an
 // allocation, which reuse a mapping, and when mappings are closed.
 #include <doctest/doctest.h>
-#include <fabrix/cuda/ipc/mapping_cache.hpp>
+#include <fabrix/cuda/ipc/detail/mapping_cache.hpp>
 
 #include <map>
 

@@ -2,7 +2,7 @@
 // a file descriptor travels with SCM_RIGHTS (the VMM export path), a closed
 // peer is seen as closed, an oversized packet is reported truncated.
 #include <doctest/doctest.h>
-#include <fabrix/cuda/ipc/socket.hpp>
+#include <fabrix/cuda/ipc/detail/socket.hpp>
 
 #include <sys/mman.h>
 #include <unistd.h>

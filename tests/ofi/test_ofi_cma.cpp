@@ -1,4 +1,4 @@
-// fabrix's own CMA over libfabric's shm (ofi/post.hpp, by_cma): a write or
+// fabrix's own CMA over libfabric's shm (ofi/detail/post.hpp, by_cma): a write or
 // read of a node-mate's registered host memory whose range the node-mate's
 // key table confirms is one process_vm_writev / process_vm_readv by the
 // initiator, inside the access board. What that must give:

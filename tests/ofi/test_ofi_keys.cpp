@@ -239,7 +239,7 @@ TEST_CASE("ofi: a domain connects and closes 300 queue pairs to one peer, each u
 }
 
 // Small sends at completion_level::local go as fi_tinject and complete at
-// once, without a slot (ofi/post.hpp, inject_send); at most max_outstanding
+// once, without a slot (ofi/detail/post.hpp, inject_send); at most max_outstanding
 // of those wait to be polled, then sends take slots, then `again`. Every
 // message still arrives, in post order, with its bytes; an unsignaled one is
 // counted in finished() and gives no completion.

@@ -10,11 +10,16 @@
 //
 // Regions with remote rights must be CUDA device memory (cudaMalloc, or
 // cuMemCreate with the POSIX fd handle type). See cuda/README.md.
+//
+// Stable: this header and <fabrix/cuda/ipc/native.hpp> (the native objects
+// native() hands out). Everything under fabrix/cuda/ipc/detail/ is
+// internal and may change in any release.
 #pragma once
 
 #include <fabrix/any_provider.hpp>
 #include <fabrix/cuda/device_buffer.hpp>
-#include <fabrix/cuda/ipc/domain.hpp>
+#include <fabrix/cuda/ipc/detail/domain.hpp>
+#include <fabrix/cuda/ipc/native.hpp>
 #include <fabrix/domain.hpp>
 
 namespace fabrix::cuda_ipc {

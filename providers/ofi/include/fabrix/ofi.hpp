@@ -9,11 +9,16 @@
 // "shm", "verbs;ofi_rxm", "efa", ...); empty lets libfabric choose. Tested:
 // tcp;ofi_rxm and shm. See providers/ofi/README.md for the ordering rules,
 // the memory-registration modes handled and what is not supported.
+//
+// Stable: this header and <fabrix/ofi/native.hpp> (the native objects
+// native() hands out). Everything under fabrix/ofi/detail/ is
+// internal and may change in any release.
 #pragma once
 
 #include <fabrix/any_provider.hpp>
 #include <fabrix/domain.hpp>
-#include <fabrix/ofi/domain.hpp>
+#include <fabrix/ofi/detail/domain.hpp>
+#include <fabrix/ofi/native.hpp>
 
 namespace fabrix::ofi {
 

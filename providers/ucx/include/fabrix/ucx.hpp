@@ -5,11 +5,16 @@
 //
 // Tested transports: tcp, and shared memory (sysv, posix, cma). See
 // providers/ucx/README.md for the ordering rules and what is not supported.
+//
+// Stable: this header and <fabrix/ucx/native.hpp> (the native objects
+// native() hands out). Everything under fabrix/ucx/detail/ is
+// internal and may change in any release.
 #pragma once
 
 #include <fabrix/any_provider.hpp>
 #include <fabrix/domain.hpp>
-#include <fabrix/ucx/domain.hpp>
+#include <fabrix/ucx/detail/domain.hpp>
+#include <fabrix/ucx/native.hpp>
 
 namespace fabrix::ucx {
 

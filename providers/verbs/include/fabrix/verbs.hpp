@@ -7,12 +7,18 @@
 //
 // Tested on soft-RoCE (rdma_rxe) in a VM. See providers/verbs/README.md for
 // the mapping, ordering rules, flush, error mapping and limits.
+//
+// Stable: this header, <fabrix/verbs/native.hpp> (the native objects
+// native() hands out) and <fabrix/verbs/cuda.hpp> (the GPU backend).
+// Everything under fabrix/verbs/detail/ is internal and may change in any
+// release.
 #pragma once
 
 #include <fabrix/any_provider.hpp>
 #include <fabrix/domain.hpp>
-#include <fabrix/verbs/domain.hpp>
-#include <fabrix/verbs/status.hpp>
+#include <fabrix/verbs/detail/domain.hpp>
+#include <fabrix/verbs/detail/status.hpp>
+#include <fabrix/verbs/native.hpp>
 
 #include <string>
 

@@ -16,7 +16,7 @@
 #include <fabrix/cuda/dmabuf.hpp>
 #include <fabrix/cuda/pointer.hpp>
 #include <fabrix/verbs.hpp>
-#include <fabrix/verbs/device_memory.hpp>
+#include <fabrix/verbs/detail/device_memory.hpp>
 
 #include <cuda_runtime_api.h>
 
