@@ -15,7 +15,11 @@
 #   (c) the same consumers built with CMake: find_package(fabrix <version>
 #       COMPONENTS <those components>) + fabrix::<name> (coll: fabrix::coll
 #       and fabrix::ucx); find_package(fabrix 99) must be refused (version
-#       file), and so must an unknown component.
+#       file), and so must an unknown component;
+#   (d) the UCX provider built as a plugin out of tree: ucx_plugin.cpp
+#       compiled with `pkg-config fabrix-ucx` alone into libfabrix-ucx.so,
+#       loaded by tests/plugin's conformance_plugin (no provider compiled
+#       in), which runs conformance cases through it over UCX tcp.
 # Every consumer must take its headers and library from the DESTDIR.
 #
 # Environment (set by tests/consume/meson.build):
@@ -25,6 +29,8 @@
 #   FABRIX_LIBDIR  FABRIX_INCLUDEDIR  FABRIX_BINDIR
 #   FABRIX_VERSION      project version
 #   FABRIX_CONSUME_SRC  tests/consume (consumer sources)
+#   FABRIX_PLUGIN_CONFORMANCE, FABRIX_PLUGIN_SRC  (optional) tests/plugin's
+#                       conformance_plugin executable and ucx_plugin.cpp: (d)
 # Arguments: the C++ compiler command.
 # Exit 77 (skipped) when meson, pkg-config or cmake is absent.
 set -euo pipefail
@@ -224,5 +230,21 @@ cmake --build "$tmp/cmake-build" > "$tmp/cmake-build.log" 2>&1 || { cat "$tmp/cm
 for c in "${components[@]}"; do
   run_consumer "$c" "$tmp/cmake-build/app_$c"
 done
+
+# (d) A provider plugin built out of tree: the UCX provider exported through
+# the C table (tests/plugin/ucx_plugin.cpp) as libfabrix-ucx.so, compiled
+# against the installed package alone, with the consumer's flags (not
+# fabrix's), then loaded by the in-tree executable that has no provider
+# compiled in, which runs conformance cases through it over UCX tcp.
+if [[ -n ${FABRIX_PLUGIN_CONFORMANCE:-} ]] && [[ " ${components[*]} " == *" ucx "* ]]; then
+  mkdir -p "$tmp/plugins"
+  read -r -a flags <<< "$(pc --cflags --libs fabrix-ucx)"
+  say "(d) plugin libfabrix-ucx.so from ${FABRIX_PLUGIN_SRC:?}: ${flags[*]}"
+  "${CXX_CMD[@]}" "${warn[@]}" -shared -fPIC -fvisibility=hidden -Wl,--exclude-libs,ALL \
+    "$FABRIX_PLUGIN_SRC" -o "$tmp/plugins/libfabrix-ucx.so" "${flags[@]}"
+  FABRIX_PROVIDER_PATH="$tmp/plugins" FABRIX_TEST_TRANSPORT=tcp UCX_WARN_UNUSED_ENV_VARS=n \
+    "$FABRIX_PLUGIN_CONFORMANCE" --no-colors \
+    '--test-case=*write then read back*,*scatter-gather*,*fetch_add and compare_swap results*,*send and recv in order*,*imported remote keys*,*forged or misdirected remote keys*'
+fi
 
 say "ok"
