@@ -106,6 +106,25 @@ struct exporter {
   };
 
   static constexpr std::size_t chunk = 32;  // operations converted per provider post
+
+  // The name the table gives (P::name, or the one FABRIX_EXPORT_PROVIDER_AS
+  // chose) and the two wire numbers: `inner`, what P seals into its remote
+  // buffers and expects back; `outer`, the exported name's, what the host
+  // sees. They differ only for a provider exported under another name: then
+  // remote buffers leave with `outer` and are handed back to P with `inner`
+  // (the seal, made over `inner`, still verifies), so the host and the job
+  // see a provider of its own number. Fixed by the first entry() call.
+  static inline const char* exported_name = nullptr;
+  static inline std::uint16_t inner = 0;
+  static inline std::uint16_t outer = 0;
+  static bool relabeled() noexcept { return inner != outer; }
+  // rb as P made it, from what the host holds.
+  static remote_buffer inner_copy(const fabrix_remote_buffer& rb) noexcept {
+    remote_buffer out;
+    plugin_abi::copy_remote(rb, out);
+    out.provider = static_cast<provider_id>(inner);
+    return out;
+  }
   static_assert(std::is_trivially_destructible_v<operation> && std::is_trivially_destructible_v<remote_key>);
 
   static domain_box* of(fabrix_plugin_domain* d) noexcept { return reinterpret_cast<domain_box*>(d); }
@@ -119,12 +138,58 @@ struct exporter {
     return plugin_abi::fail(err, status::no_memory, "out of memory in the plugin");
   }
 
+  // Remote buffers a post carries, rebuilt with P's own number, at most this
+  // many per chunk (the stack holds them; a chunk with more posts in parts).
+  static constexpr std::size_t relabel_buffers = 8;
+
+  // Points the operations' remote buffers and keys back at P's number: keys
+  // in place, buffers as copies in `buffers` (operations naming the same
+  // buffer share one copy). ops[0..n) names at most relabel_buffers
+  // distinct buffers (relabel_part cut it so).
+  static void relabel_in(operation* batch, remote_key* keys, const fabrix_operation* ops, std::size_t n,
+                         remote_buffer* buffers) noexcept {
+    std::size_t used = 0;
+    const fabrix_remote_buffer* seen[relabel_buffers] = {};
+    for (std::size_t i = 0; i < n; ++i) {
+      const fabrix_remote_buffer* rb = ops[i].remote.buffer;
+      if (rb == nullptr) {
+        if (batch[i].remote.key == &keys[i]) keys[i].provider = static_cast<provider_id>(inner);
+        continue;
+      }
+      std::size_t k = 0;
+      while (k < used && seen[k] != rb) ++k;
+      if (k == used) {
+        ::new (&buffers[used]) remote_buffer(inner_copy(*rb));
+        seen[used++] = rb;
+      }
+      batch[i].remote.buffer = &buffers[k];
+    }
+  }
+
+  // How many of ops[0..n) fit one relabeled part: no more than
+  // relabel_buffers distinct remote buffers.
+  static std::size_t relabel_part(const fabrix_operation* ops, std::size_t n) noexcept {
+    const fabrix_remote_buffer* seen[relabel_buffers] = {};
+    std::size_t used = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const fabrix_remote_buffer* rb = ops[i].remote.buffer;
+      if (rb == nullptr) continue;
+      std::size_t k = 0;
+      while (k < used && seen[k] != rb) ++k;
+      if (k < used) continue;
+      if (used == relabel_buffers) return i;
+      seen[used++] = rb;
+    }
+    return n;
+  }
+
   // A new region's handle, remote buffer and descriptor.
   static std::int32_t hand_out(typename P::region_impl&& r, fabrix_plugin_region** out, fabrix_remote_buffer* remote,
                                void** descriptor, fabrix_error* err) {
     auto* box = new (std::nothrow) region_box{std::move(r)};
     if (box == nullptr) return no_memory(err);
     plugin_abi::copy_remote(box->impl.remote(), *remote);
+    remote->provider = outer;
     *descriptor = box->impl.descriptor();
     *out = reinterpret_cast<fabrix_plugin_region*>(box);
     return FABRIX_STATUS_OK;
@@ -217,10 +282,15 @@ struct exporter {
       alignas(remote_key) std::byte key_storage[chunk * sizeof(remote_key)];
       auto* batch = reinterpret_cast<operation*>(batch_storage);
       auto* keys = reinterpret_cast<remote_key*>(key_storage);
+      // Only a provider exported under another name uses these (relabel_in).
+      alignas(remote_buffer) std::byte buffer_storage[relabel_buffers * sizeof(remote_buffer)];
+      auto* buffers = reinterpret_cast<remote_buffer*>(buffer_storage);
       std::size_t done = 0;
       while (done < count) {
-        const std::size_t n = count - done < chunk ? count - done : chunk;
+        std::size_t n = count - done < chunk ? count - done : chunk;
+        if (relabeled()) n = relabel_part(ops + done, n);
         for (std::size_t i = 0; i < n; ++i) ::new (&batch[i]) operation(plugin_abi::from_c(ops[done + i], &keys[i]));
+        if (relabeled()) relabel_in(batch, keys, ops + done, n, buffers);
         std::size_t went = 0;
         const status s = of(e)->impl.post(std::span<const operation>(batch, n), went);
         if (s != status::ok) {
@@ -250,7 +320,8 @@ struct exporter {
   static std::int32_t import_key(fabrix_plugin_endpoint* e, const fabrix_remote_buffer* rb, fabrix_import_ref* out,
                                  fabrix_error* err) noexcept {
     return guarded(err, [&]() -> std::int32_t {
-      auto ref = of(e)->impl.import_key(*plugin_abi::from_c(rb));
+      auto ref =
+          relabeled() ? of(e)->impl.import_key(inner_copy(*rb)) : of(e)->impl.import_key(*plugin_abi::from_c(rb));
       if (!ref) return plugin_abi::fail(err, ref.error());
       *out = fabrix_import_ref{ref->index, ref->generation};
       return FABRIX_STATUS_OK;
@@ -297,12 +368,12 @@ struct exporter {
     fabrix_provider_table t{};
     t.size = version >= 2 ? FABRIX_PROVIDER_TABLE_V2_SIZE : FABRIX_PROVIDER_TABLE_V1_SIZE;
     t.abi_version = version >= 2 ? 2 : 1;
-    t.name = name_storage.data();
+    t.name = exported_name;
     t.version = FABRIX_PROVIDER_PLUGIN_VERSION;
     t.priority = priority;
     if constexpr (requires { P::id; })
       static_assert(P::id == provider_id_of(P::name), "a provider's id is provider_id_of(its name)");
-    t.wire_id = static_cast<std::uint16_t>(provider_id_of(P::name));
+    t.wire_id = outer;
     t.open_domain = &open_domain;
     t.close_domain = &close_domain;
     t.describe = &describe;
@@ -329,9 +400,16 @@ struct exporter {
 
   // What fabrix_provider_entry returns for a host of ABI version `host`,
   // exporting at most version `exported`.
-  static const fabrix_provider_table* entry(std::uint32_t host, std::int32_t priority,
-                                            std::uint32_t exported) noexcept {
+  static const fabrix_provider_table* entry(std::uint32_t host, std::int32_t priority, std::uint32_t exported,
+                                            const char* name = name_storage.data()) noexcept {
     if (host < 1) return nullptr;
+    static const bool named = [&] {
+      exported_name = name;
+      inner = static_cast<std::uint16_t>(provider_id_of(P::name));
+      outer = static_cast<std::uint16_t>(provider_id_of(name));
+      return true;
+    }();
+    (void)named;
     static const fabrix_provider_table v1 = table(priority, 1);
     static const fabrix_provider_table v2 = table(priority, 2);
     return host >= 2 && exported >= 2 ? &v2 : &v1;
@@ -350,3 +428,15 @@ struct exporter {
 
 // Defines fabrix_provider_entry for provider P at this header's ABI version.
 #define FABRIX_EXPORT_PROVIDER(P, priority) FABRIX_EXPORT_PROVIDER_VERSION(P, priority, FABRIX_PROVIDER_ABI_VERSION)
+
+// Defines fabrix_provider_entry for provider P under the provider name
+// `name` (a string literal; the file is libfabrix-<name>.so), at this
+// header's ABI version: a build of P that lives beside P's own (say a UCX
+// provider built against another UCX, as "ucx-next") with its own wire
+// number, so that neither takes the other's remote buffers.
+#define FABRIX_EXPORT_PROVIDER_AS(P, name, priority)                                                           \
+  extern "C" __attribute__((visibility("default"))) const struct fabrix_provider_table* fabrix_provider_entry( \
+      uint32_t host_abi_version) {                                                                             \
+    return ::fabrix::detail::plugin_export::exporter<P>::entry(host_abi_version, (priority),                   \
+                                                               FABRIX_PROVIDER_ABI_VERSION, (name));           \
+  }

@@ -20,7 +20,11 @@
 
 namespace fxt {
 
-inline constexpr const char* provider_name = "ucx";
+// The plugin's provider name: FX_PLUGIN_NAME, or "ucx".
+inline const char* const provider_name = [] {
+  const char* name = std::getenv("FX_PLUGIN_NAME");
+  return name != nullptr && *name != '\0' ? name : "ucx";
+}();
 
 inline std::string unavailable_reason() {
   if (!fabrix::registered_providers().empty()) return "a provider is compiled in: this suite must have none";
@@ -28,14 +32,15 @@ inline std::string unavailable_reason() {
 }
 
 // Aborts the rank unless `d` is a domain of the plugin loaded from a
-// directory of FABRIX_PROVIDER_PATH.
+// directory of FABRIX_PROVIDER_PATH, with its name's provider number.
 inline void check_plugin_domain(const fabrix::any_domain& d) {
   const char* path = std::getenv("FABRIX_PROVIDER_PATH");
   const std::string expected = std::string(path ? path : "(unset)") + "/libfabrix-" + provider_name + ".so";
   const std::string line = d.describe();
   const auto loaded = fabrix::loaded_provider_plugins();
   const bool from_plugin = line.find("[plugin " + expected + ",") != std::string::npos && loaded.size() == 1 &&
-                           loaded[0]->path == expected && fabrix::registered_providers().empty();
+                           loaded[0]->path == expected && fabrix::registered_providers().empty() &&
+                           d.provider() == fabrix::provider_id_of(provider_name);
   if (!from_plugin) {
     std::fprintf(stderr, "provider_plugin.hpp: the domain is not the plugin %s's: %s\n", expected.c_str(),
                  line.c_str());
