@@ -142,12 +142,13 @@ struct exporter {
   // many per chunk (the stack holds them; a chunk with more posts in parts).
   static constexpr std::size_t relabel_buffers = 8;
 
-  // Points the operations' remote buffers and keys back at P's number: keys
-  // in place, buffers as copies in `buffers` (operations naming the same
-  // buffer share one copy). ops[0..n) names at most relabel_buffers
-  // distinct buffers (relabel_part cut it so).
-  static void relabel_in(operation* batch, remote_key* keys, const fabrix_operation* ops, std::size_t n,
-                         remote_buffer* buffers) noexcept {
+  // Points the first operations of batch[0..n) (converted from ops) back
+  // at P's number: keys in place, remote buffers as copies in `buffers`
+  // (operations naming the same buffer share one copy). Stops before the
+  // operation that would need more than relabel_buffers copies; returns how
+  // many operations it converted (at least one), the part to post now.
+  static std::size_t relabel_in(operation* batch, remote_key* keys, const fabrix_operation* ops, std::size_t n,
+                                remote_buffer* buffers) noexcept {
     std::size_t used = 0;
     const fabrix_remote_buffer* seen[relabel_buffers] = {};
     for (std::size_t i = 0; i < n; ++i) {
@@ -159,26 +160,11 @@ struct exporter {
       std::size_t k = 0;
       while (k < used && seen[k] != rb) ++k;
       if (k == used) {
+        if (used == relabel_buffers) return i;
         ::new (&buffers[used]) remote_buffer(inner_copy(*rb));
         seen[used++] = rb;
       }
       batch[i].remote.buffer = &buffers[k];
-    }
-  }
-
-  // How many of ops[0..n) fit one relabeled part: no more than
-  // relabel_buffers distinct remote buffers.
-  static std::size_t relabel_part(const fabrix_operation* ops, std::size_t n) noexcept {
-    const fabrix_remote_buffer* seen[relabel_buffers] = {};
-    std::size_t used = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      const fabrix_remote_buffer* rb = ops[i].remote.buffer;
-      if (rb == nullptr) continue;
-      std::size_t k = 0;
-      while (k < used && seen[k] != rb) ++k;
-      if (k < used) continue;
-      if (used == relabel_buffers) return i;
-      seen[used++] = rb;
     }
     return n;
   }
@@ -288,9 +274,8 @@ struct exporter {
       std::size_t done = 0;
       while (done < count) {
         std::size_t n = count - done < chunk ? count - done : chunk;
-        if (relabeled()) n = relabel_part(ops + done, n);
         for (std::size_t i = 0; i < n; ++i) ::new (&batch[i]) operation(plugin_abi::from_c(ops[done + i], &keys[i]));
-        if (relabeled()) relabel_in(batch, keys, ops + done, n, buffers);
+        if (relabeled()) n = relabel_in(batch, keys, ops + done, n, buffers);
         std::size_t went = 0;
         const status s = of(e)->impl.post(std::span<const operation>(batch, n), went);
         if (s != status::ok) {

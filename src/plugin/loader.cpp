@@ -29,9 +29,6 @@ namespace {
 constexpr std::string_view prefix = "libfabrix-";
 constexpr std::string_view suffix = ".so";
 
-// A provider's name, as registry.hpp takes it (it is part of a file name).
-bool valid_name(std::string_view name) noexcept { return detail::valid_registered_name(name); }
-
 bool is_file(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
@@ -183,7 +180,7 @@ std::vector<provider_plugin_file> find_provider_plugins() {
         continue;
       const auto name = file.substr(prefix.size(), file.size() - prefix.size() - suffix.size());
       const std::string path = dir + "/" + std::string(file);
-      if (!valid_name(name) || !is_file(path)) continue;
+      if (!detail::valid_registered_name(name) || !is_file(path)) continue;
       if (std::none_of(found.begin(), found.end(), [&](const auto& f) { return f.name == name; }))
         here.push_back({std::string(name), path});
     }
@@ -195,7 +192,7 @@ std::vector<provider_plugin_file> find_provider_plugins() {
 }
 
 result<const provider_plugin*> load_provider_plugin(std::string_view name) {
-  if (!valid_name(name))
+  if (!detail::valid_registered_name(name))
     return unexpected(status::invalid_argument,
                       "provider plugin name '" + std::string(name) + "': 1 to 31 characters of a-z, 0-9, '_' and '-'");
   auto& s = state();

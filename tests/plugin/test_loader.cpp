@@ -191,3 +191,50 @@ TEST_CASE("plugins: the UCX plugin opens, moves bytes, and has allocate_memory o
   CHECK(c[0].status == fabrix::status::ok);
   CHECK(bytes == src);
 }
+
+TEST_CASE("plugins: a renamed export posts a batch naming more remote buffers than one part carries") {
+  const char* name = std::getenv("FX_RENAMED_PLUGIN");
+  if (name == nullptr) return;  // this run has no renamed plugin on its path
+  fabrix::domain_options options;
+  options.transport = "tcp";
+  auto d = fabrix::open(name, options);
+  REQUIRE_OK(d);
+  CHECK(d->provider() == fabrix::provider_id_of(name));
+  // 20 target regions, one write to each and a second to every other one,
+  // all in one post: the exporter hands them to UCX in parts of at most 8
+  // distinct remote buffers (plugin_export.hpp, relabel_in).
+  constexpr std::size_t regions = 20, len = 512;
+  std::vector<std::vector<std::byte>> targets(regions, std::vector<std::byte>(2 * len));
+  std::vector<fabrix::memory_region<fabrix::any_provider>> mts;
+  for (auto& t : targets) {
+    auto m = d->register_memory(t, fabrix::access::remote_write);
+    REQUIRE_OK(m);
+    mts.push_back(std::move(*m));
+  }
+  std::vector<std::byte> src(2 * regions * len);
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>(i * 13 + 5);
+  auto ms = d->register_memory(src, fabrix::access::local);
+  REQUIRE_OK(ms);
+  auto qp = d->connect(d->address().value());
+  REQUIRE_OK(qp);
+  std::vector<fabrix::operation> ops;
+  for (std::size_t i = 0; i < regions; ++i)
+    ops.push_back(fabrix::op::write(ms->slice(2 * i * len, len), mts[i].remote().slice(0, len), i));
+  for (std::size_t i = 0; i < regions; i += 2)
+    ops.push_back(fabrix::op::write(ms->slice((2 * i + 1) * len, len), mts[i].remote().slice(len, len), 100 + i));
+  const auto posted = qp->post(ops);
+  REQUIRE(posted.status == fabrix::status::ok);
+  REQUIRE(posted.posted == ops.size());
+  std::size_t ok = 0;
+  fabrix::completion c[16];
+  for (int spin = 0; spin < 1000000 && ok < ops.size(); ++spin) {
+    const std::size_t n = d->poll(c);
+    for (std::size_t k = 0; k < n; ++k) ok += c[k].status == fabrix::status::ok ? 1 : 0;
+  }
+  REQUIRE(ok == ops.size());
+  for (std::size_t i = 0; i < regions; ++i) {
+    CAPTURE(i);
+    CHECK(std::equal(targets[i].begin(), targets[i].begin() + len, src.begin() + 2 * i * len));
+    if (i % 2 == 0) CHECK(std::equal(targets[i].begin() + len, targets[i].end(), src.begin() + (2 * i + 1) * len));
+  }
+}
