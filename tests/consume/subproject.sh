@@ -12,7 +12,9 @@
 # nothing, so it must be there whenever fabrix-ucx is); runs them (verbs:
 # a link check, no RDMA device here). Passes no fabrix option: checks that
 # in a subproject fabrix's tests, examples, perf tools, fabrix-info and CUDA
-# kernels are off by default (no nvcc run when the parent did not ask).
+# kernels are off by default (no nvcc run when the parent did not ask);
+# then a second parent asks for CUDA and builds and runs fabrix-cuda's
+# consumer (nvcc runs there: about two minutes).
 #
 # Environment (set by tests/consume/meson.build):
 #   MESON               the meson command
@@ -129,4 +131,44 @@ say "built: $(grep -o '"name": "[^"]*"' <<< "$targets" | sed 's/"name": //' | tr
 
 "${MESON_CMD[@]}" test -C "$proj/build" --no-rebuild --print-errorlogs > "$tmp/test.log" 2>&1 || { cat "$tmp/test.log" >&2; die "a consumer failed"; }
 grep -E '^ *[0-9]+/[0-9]+ ' "$tmp/test.log" || true
+
+# A parent that asks for CUDA (-Dfabrix:cuda=enabled) gets fabrix-cuda from
+# a plain dependency(): the kernels are built with nvcc and cuda_probe.cpp
+# links and runs (it answers "no device" on a machine without a GPU). Only
+# the consumer and what it needs are built (nvcc's part is most of it).
+# Without nvcc, `enabled` must fail the parent's setup with a reason.
+cuda_proj="$tmp/cuda_consumer"
+mkdir -p "$cuda_proj/subprojects"
+ln -s "$FABRIX_SOURCE_ROOT" "$cuda_proj/subprojects/fabrix"
+cp "$proj/subprojects/fabrix.wrap" "$cuda_proj/subprojects/"
+cp "$FABRIX_CONSUME_SRC/$(consumer_src cuda)" "$cuda_proj/"
+cat > "$cuda_proj/meson.build" <<MESON
+project('fabrix_cuda_subproject_consumer', 'cpp',
+  default_options: ['cpp_std=c++20', 'warning_level=3', 'werror=true', 'buildtype=plain'])
+test('cuda', executable('cuda_consumer', '$(consumer_src cuda)', dependencies: dependency('fabrix-cuda')))
+MESON
+nvcc_here=false
+if command -v nvcc > /dev/null || [[ -x /usr/local/cuda/bin/nvcc ]]; then nvcc_here=true; fi
+if CXX="$*" "${MESON_CMD[@]}" setup "$cuda_proj/build" "$cuda_proj" --wrap-mode=nodownload -Dfabrix:cuda=enabled \
+      --force-fallback-for=fabrix,fabrix-cuda > "$tmp/cuda_setup.log" 2>&1; then
+  $nvcc_here || die "fabrix:cuda=enabled configured without nvcc"
+  targets=$("${MESON_CMD[@]}" introspect --targets "$cuda_proj/build")
+  grep -q '"name": "fabrix_cuda_kernels"' <<< "$targets" || die "a parent asked for CUDA and got no kernels"
+  if ! "${MESON_CMD[@]}" compile -C "$cuda_proj/build" cuda_consumer > "$tmp/cuda_compile.log" 2>&1; then
+    cat "$tmp/cuda_compile.log" >&2
+    die "build with fabrix:cuda=enabled"
+  fi
+  for o in atomics.o collective_kernels.o; do
+    [[ -n $(find "$cuda_proj/build/subprojects" -name "$o" -size +0) ]] || die "nvcc did not build $o for the asking parent"
+  done
+  "$cuda_proj/build/cuda_consumer" || die "the CUDA consumer failed"
+  say "cuda asked: built and ran"
+else
+  if $nvcc_here; then
+    cat "$tmp/cuda_setup.log" >&2
+    die "meson setup with fabrix:cuda=enabled"
+  fi
+  grep -qi 'nvcc' "$tmp/cuda_setup.log" || { cat "$tmp/cuda_setup.log" >&2; die "cuda=enabled without nvcc failed for another reason"; }
+  say "cuda asked: no nvcc here, and setup said so"
+fi
 say "ok"
