@@ -3,7 +3,9 @@
 //
 // FX_BAD_PLUGIN_DIR holds the C plugins of bad/ (bad_plugin.c: one defect
 // each). The UCX cases take the plugin directory from FABRIX_PROVIDER_PATH as
-// meson sets it, and the ABI version it must have from FX_EXPECT_ABI.
+// meson sets it, and the ABI version it must have from FX_EXPECT_ABI; the
+// built-in providers' plugins (ofi/, builtins/) are named by FX_BUILTIN_PLUGINS
+// (and must open where FX_BUILTIN_MUST_OPEN is set: tests/vm/sanity.sh).
 #include <doctest/doctest.h>
 
 #include <fabrix/fabrix.hpp>
@@ -34,6 +36,28 @@ fabrix::error refusal(const char* name) {
   REQUIRE_FALSE(p.has_value());
   INFO(p.error().describe());
   return p.error();
+}
+
+// A 4 KiB loopback write through `d` into `target` (registered over
+// `target_bytes`), every byte checked.
+void check_loopback_write(fabrix::any_domain& d, const fabrix::memory_region<fabrix::any_provider>& target,
+                          const std::vector<std::byte>& target_bytes) {
+  auto addr = d.address();
+  REQUIRE(addr.has_value());
+  auto qp = d.connect(*addr);
+  REQUIRE_OK(qp);
+  std::vector<std::byte> src(4096);
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>(i * 7 + 1);
+  auto s = d.register_memory(src, fabrix::access::local);
+  REQUIRE(s.has_value());
+  REQUIRE(qp->write(s->whole(), target.remote().whole(), 7) == fabrix::status::ok);
+  fabrix::completion c[4];
+  std::size_t n = 0;
+  for (int i = 0; i < 100000 && n == 0; ++i) n = d.poll(c);
+  REQUIRE(n == 1);
+  CHECK(c[0].token == 7);
+  CHECK(c[0].status == fabrix::status::ok);
+  CHECK(target_bytes == src);
 }
 
 }  // namespace
@@ -173,23 +197,46 @@ TEST_CASE("plugins: the UCX plugin opens, moves bytes, and has allocate_memory o
     CHECK(a->size() == 4096);
   }
 
-  // A loopback write through the plugin, every byte checked.
-  auto addr = d->address();
-  REQUIRE(addr.has_value());
-  auto qp = d->connect(*addr);
-  REQUIRE_OK(qp);
-  std::vector<std::byte> src(4096);
-  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>(i * 7 + 1);
-  auto s = d->register_memory(src, fabrix::access::local);
-  REQUIRE(s.has_value());
-  REQUIRE(qp->write(s->whole(), r->remote().whole(), 7) == fabrix::status::ok);
-  fabrix::completion c[4];
-  std::size_t n = 0;
-  for (int i = 0; i < 100000 && n == 0; ++i) n = d->poll(c);
-  REQUIRE(n == 1);
-  CHECK(c[0].token == 7);
-  CHECK(c[0].status == fabrix::status::ok);
-  CHECK(bytes == src);
+  check_loopback_write(*d, *r, bytes);
+}
+
+TEST_CASE("plugins: the built-in providers as plugins keep their numbers, and open or say why not") {
+  const char* names = std::getenv("FX_BUILTIN_PLUGINS");
+  if (names == nullptr) return;  // this run has no built-in plugins on its path
+  const std::string list = names;
+  for (std::size_t at = 0; at <= list.size();) {
+    const std::size_t end = std::min(list.find(',', at), list.size());
+    const std::string name = list.substr(at, end - at);
+    at = end + 1;
+    CAPTURE(name);
+    auto p = fabrix::load_provider_plugin(name);
+    REQUIRE_OK(p);
+    CHECK((*p)->abi_version == FABRIX_PROVIDER_ABI_VERSION);
+    CHECK((*p)->wire_id == fabrix::provider_id_of(name));
+    CHECK(static_cast<unsigned>((*p)->wire_id) <= 4);  // a built-in number, not a hashed one
+
+    fabrix::domain_options options;
+    if (name == "ofi") options.transport = "tcp;ofi_rxm";
+    auto d = fabrix::open(name, options);
+    if (std::getenv("FX_BUILTIN_MUST_OPEN") != nullptr) REQUIRE_OK(d);  // the VM's rxe0: verbs must run
+    if (!d.has_value()) {
+      // No RDMA device or GPU here: the refusal is the provider's, carried
+      // through the table with its status and words, not the loader's.
+      INFO(d.error().describe());
+      CHECK(d.error().provider == name);
+      CHECK(d.code() == fabrix::status::unsupported);
+      CHECK(contains(d.error().message, name == "verbs" ? "RDMA device" : "CUDA"));
+      CHECK(name != "ofi");  // tcp;ofi_rxm runs everywhere
+      continue;
+    }
+    CHECK(contains(d->describe(), "[plugin " + (*p)->path + ", ABI v"));
+    CHECK(d->provider() == (*p)->wire_id);
+    std::vector<std::byte> bytes(4096);
+    auto r = d->register_memory(bytes, fabrix::access::remote_write | fabrix::access::remote_read);
+    REQUIRE_OK(r);
+    CHECK(r->remote().provider == (*p)->wire_id);
+    check_loopback_write(*d, *r, bytes);
+  }
 }
 
 TEST_CASE("plugins: a renamed export posts a batch naming more remote buffers than one part carries") {

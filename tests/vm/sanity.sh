@@ -1,7 +1,8 @@
 #!/bin/bash
 # Runs inside the VM (tests/vm/vm-run.sh -- bash tests/vm/sanity.sh): rxe0
 # is visible to every tool and real RC traffic flows on it, data checked;
-# then, when FABRIX_INFO_CHECK is set (meson does), fabrix-info's report.
+# then, when FABRIX_INFO_CHECK is set (meson does), fabrix-info's report,
+# and when FABRIX_VERBS_PLUGIN_CHECK is, the verbs provider as a plugin.
 # Each check prints what it saw; the first that fails ends the run non-zero.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/guest-lib.sh"
@@ -43,6 +44,11 @@ pair 60 ib_send_bw -d "$dev" -R -s 4096 -n 100 -F -- "$FABRIX_VM_IPV4" || fail "
 if [ -n "${FABRIX_INFO_CHECK:-}" ]; then
   step "fabrix-info lists $dev, an active port with a RoCE v2 GID, and the verbs provider would use it"
   $FABRIX_INFO_CHECK --expect-rdma "$dev" || fail "fabrix-info"
+fi
+
+if [ -n "${FABRIX_VERBS_PLUGIN_CHECK:-}" ]; then
+  step "the verbs provider built as a plugin (libfabrix-verbs.so) opens $dev and writes 4 KiB, bytes checked"
+  FX_BUILTIN_PLUGINS=verbs FX_BUILTIN_MUST_OPEN=1 $FABRIX_VERBS_PLUGIN_CHECK || fail "verbs plugin"
 fi
 
 echo "sanity: all checks passed"
