@@ -1,7 +1,7 @@
 // Which provider a value belongs to, and what a provider can do.
 #pragma once
 
-#include <fabrix/detail/fnv1a.hpp>
+#include <fabrix/detail/wire_names.hpp>
 
 #include <cstdint>
 #include <string_view>
@@ -26,17 +26,22 @@ enum class provider_id : std::uint16_t {
 // Numbers below this one are reserved for built-in providers.
 inline constexpr std::uint16_t first_hashed_provider_id = 0x100;
 
+namespace detail {
+inline constexpr wire_name builtin_provider_names[] = {
+    {static_cast<std::uint16_t>(provider_id::ucx), "ucx"},
+    {static_cast<std::uint16_t>(provider_id::verbs), "verbs"},
+    {static_cast<std::uint16_t>(provider_id::ofi), "ofi"},
+    {static_cast<std::uint16_t>(provider_id::cuda_ipc), "cuda_ipc"},
+};
+}  // namespace detail
+
 // The wire number of the provider called `name` ("none" for an empty name).
 // Two names may share a number (a 16-bit hash); register_provider_name()
 // refuses the second one in a process, so a job cannot confuse them.
 constexpr provider_id provider_id_of(std::string_view name) noexcept {
   if (name.empty()) return provider_id::none;
-  if (name == "ucx") return provider_id::ucx;
-  if (name == "verbs") return provider_id::verbs;
-  if (name == "ofi") return provider_id::ofi;
-  if (name == "cuda_ipc") return provider_id::cuda_ipc;
-  constexpr std::uint64_t span = 0x10000 - first_hashed_provider_id;
-  return static_cast<provider_id>(first_hashed_provider_id + detail::fnv1a(name) % span);
+  return static_cast<provider_id>(
+      detail::wire_number_of(detail::builtin_provider_names, first_hashed_provider_id, 0x10000, name));
 }
 
 // How a provider reaches GPU memory.

@@ -1,7 +1,7 @@
 // What a registration holds and what peers may do with it.
 #pragma once
 
-#include <fabrix/detail/fnv1a.hpp>
+#include <fabrix/detail/wire_names.hpp>
 
 #include <cstdint>
 #include <string_view>
@@ -20,13 +20,18 @@ enum class memory_kind : std::uint8_t {
 // Numbers below this one are reserved for kinds named in fabrix itself.
 inline constexpr std::uint8_t first_hashed_memory_kind = 0x10;
 
+namespace detail {
+inline constexpr wire_name builtin_memory_kind_names[] = {
+    {static_cast<std::uint16_t>(memory_kind::host), "host"},
+    {static_cast<std::uint16_t>(memory_kind::cuda_device), "cuda_device"},
+};
+}  // namespace detail
+
 // The wire number of the memory kind called `name`. An 8-bit hash: two names
 // may share a number; register_memory_kind() refuses the second in a process.
 constexpr memory_kind memory_kind_of(std::string_view name) noexcept {
-  if (name == "host") return memory_kind::host;
-  if (name == "cuda_device") return memory_kind::cuda_device;
-  constexpr std::uint64_t span = 0x100 - first_hashed_memory_kind;
-  return static_cast<memory_kind>(first_hashed_memory_kind + detail::fnv1a(name) % span);
+  return static_cast<memory_kind>(
+      detail::wire_number_of(detail::builtin_memory_kind_names, first_hashed_memory_kind, 0x100, name));
 }
 
 // A memory location: its kind plus the device ordinal for device memory.

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -48,9 +49,8 @@ constexpr bool valid_registered_name(std::string_view name) noexcept {
 // that the string_views handed out stay valid for the life of the process.
 class name_table {
  public:
-  name_table(std::string_view what, std::initializer_list<std::pair<std::uint16_t, std::string_view>> builtins)
-      : what_(what) {
-    for (const auto& [number, name] : builtins) entries_.push_back({number, std::string(name)});
+  name_table(std::string_view what, std::span<const wire_name> builtins) : what_(what) {
+    for (const wire_name& b : builtins) entries_.push_back({b.number, std::string(b.name)});
   }
 
   result<std::uint16_t> add(std::string_view name, std::uint16_t number) {
@@ -90,11 +90,11 @@ class name_table {
 
 // Function-local statics: usable from other headers' static initialisers.
 inline name_table& provider_names() {
-  static name_table table("provider", {{1, "ucx"}, {2, "verbs"}, {3, "ofi"}, {4, "cuda_ipc"}});
+  static name_table table("provider", builtin_provider_names);
   return table;
 }
 inline name_table& memory_kind_names() {
-  static name_table table("memory kind", {{0, "host"}, {1, "cuda_device"}});
+  static name_table table("memory kind", builtin_memory_kind_names);
   return table;
 }
 

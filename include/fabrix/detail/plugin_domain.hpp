@@ -119,15 +119,10 @@ class plugin_domain final : public any_domain_base {
 
   result<std::unique_ptr<any_region_base>> register_memory(void* addr, std::size_t len, memory_location where,
                                                            access rights) override {
-    fabrix_error err{};
-    fabrix_plugin_region* r = nullptr;
-    fabrix_remote_buffer rb{};
-    void* descriptor = nullptr;
-    const std::int32_t s =
-        table().register_memory(d_->handle, addr, len, static_cast<std::uint8_t>(where.kind), where.device,
-                                static_cast<std::uint32_t>(rights), &r, &rb, &descriptor, &err);
-    if (s != FABRIX_STATUS_OK) return unexpected(plugin_error(plugin(), s, err, "register_memory"));
-    return std::unique_ptr<any_region_base>(new plugin_region(d_, r, rb, descriptor));
+    return new_region("register_memory", [&](auto... out) {
+      return table().register_memory(d_->handle, addr, len, static_cast<std::uint8_t>(where.kind), where.device,
+                                     static_cast<std::uint32_t>(rights), out...);
+    });
   }
   result<std::unique_ptr<any_region_base>> allocate_memory(std::size_t len, access rights) override {
     if (!plugin().has(offsetof(fabrix_provider_table, allocate_memory)))
@@ -136,14 +131,9 @@ class plugin_domain final : public any_domain_base {
                             plugin().path +
                             ") does not allocate memory (allocate it yourself and register_memory() it)",
                         plugin().name);
-    fabrix_error err{};
-    fabrix_plugin_region* r = nullptr;
-    fabrix_remote_buffer rb{};
-    void* descriptor = nullptr;
-    const std::int32_t s =
-        table().allocate_memory(d_->handle, len, static_cast<std::uint32_t>(rights), &r, &rb, &descriptor, &err);
-    if (s != FABRIX_STATUS_OK) return unexpected(plugin_error(plugin(), s, err, "allocate_memory"));
-    return std::unique_ptr<any_region_base>(new plugin_region(d_, r, rb, descriptor));
+    return new_region("allocate_memory", [&](auto... out) {
+      return table().allocate_memory(d_->handle, len, static_cast<std::uint32_t>(rights), out...);
+    });
   }
   result<void> check_host_memory(const void* addr, std::size_t len) override {
     if (!plugin().has(offsetof(fabrix_provider_table, check_host_memory))) return {};
@@ -207,6 +197,21 @@ class plugin_domain final : public any_domain_base {
  private:
   const fabrix_provider_table& table() const noexcept { return d_->table(); }
   const provider_plugin& plugin() const noexcept { return *d_->plugin; }
+
+  // Runs one of the table's calls that make a region (`call` gets their four
+  // output pointers: region, remote buffer, descriptor, error) and owns what
+  // it made.
+  template <class Call>
+  result<std::unique_ptr<any_region_base>> new_region(const char* what, Call call) {
+    fabrix_error err{};
+    fabrix_plugin_region* r = nullptr;
+    fabrix_remote_buffer rb{};
+    void* descriptor = nullptr;
+    const std::int32_t s = call(&r, &rb, &descriptor, &err);
+    if (s != FABRIX_STATUS_OK) return unexpected(plugin_error(plugin(), s, err, what));
+    return std::unique_ptr<any_region_base>(new plugin_region(d_, r, rb, descriptor));
+  }
+
   std::shared_ptr<plugin_domain_handle> d_;
 };
 
