@@ -27,10 +27,10 @@ namespace fabrix::cuda_ipc {
 struct provider {
   static constexpr std::string_view name = "cuda_ipc";
   static constexpr provider_id id = provider_id::cuda_ipc;
-  static constexpr capabilities caps = cuda::ipc::cuda_ipc_caps;
-  using domain_impl = cuda::ipc::domain_impl;
-  using endpoint_impl = cuda::ipc::endpoint_impl;
-  using region_impl = cuda::ipc::region_impl;
+  static constexpr capabilities caps = cuda::ipc::detail::cuda_ipc_caps;
+  using domain_impl = cuda::ipc::detail::domain_impl;
+  using endpoint_impl = cuda::ipc::detail::endpoint_impl;
+  using region_impl = cuda::ipc::detail::region_impl;
 };
 
 static_assert(fabrix::provider<provider>);

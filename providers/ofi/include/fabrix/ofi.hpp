@@ -25,10 +25,10 @@ namespace fabrix::ofi {
 struct provider {
   static constexpr std::string_view name = "ofi";
   static constexpr provider_id id = provider_id::ofi;
-  static constexpr capabilities caps = ofi_caps;
-  using domain_impl = ofi::domain_impl;
-  using endpoint_impl = ofi::endpoint_impl;
-  using region_impl = ofi::region_impl;
+  static constexpr capabilities caps = detail::ofi_caps;
+  using domain_impl = detail::domain_impl;
+  using endpoint_impl = detail::endpoint_impl;
+  using region_impl = detail::region_impl;
 };
 
 static_assert(fabrix::provider<provider>);

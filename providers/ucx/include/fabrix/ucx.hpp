@@ -21,10 +21,10 @@ namespace fabrix::ucx {
 struct provider {
   static constexpr std::string_view name = "ucx";
   static constexpr provider_id id = provider_id::ucx;
-  static constexpr capabilities caps = ucx_caps;
-  using domain_impl = ucx::domain_impl;
-  using endpoint_impl = ucx::endpoint_impl;
-  using region_impl = ucx::region_impl;
+  static constexpr capabilities caps = detail::ucx_caps;
+  using domain_impl = detail::domain_impl;
+  using endpoint_impl = detail::endpoint_impl;
+  using region_impl = detail::region_impl;
 };
 
 static_assert(fabrix::provider<provider>);

@@ -27,10 +27,10 @@ namespace fabrix::verbs {
 struct provider {
   static constexpr std::string_view name = "verbs";
   static constexpr provider_id id = provider_id::verbs;
-  static constexpr capabilities caps = verbs_caps;
-  using domain_impl = verbs::domain_impl;
-  using endpoint_impl = verbs::endpoint_impl;
-  using region_impl = verbs::region_impl;
+  static constexpr capabilities caps = detail::verbs_caps;
+  using domain_impl = detail::domain_impl;
+  using endpoint_impl = detail::endpoint_impl;
+  using region_impl = detail::region_impl;
 };
 
 static_assert(fabrix::provider<provider>);

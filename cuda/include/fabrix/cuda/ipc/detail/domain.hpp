@@ -43,7 +43,7 @@
 #include <string>
 #include <vector>
 
-namespace fabrix::cuda::ipc {
+namespace fabrix::cuda::ipc::detail {
 
 inline constexpr capabilities cuda_ipc_caps{
     .rma = true,
@@ -312,4 +312,4 @@ class domain_impl {
   std::unique_ptr<detail::domain_state> d_;
 };
 
-}  // namespace fabrix::cuda::ipc
+}  // namespace fabrix::cuda::ipc::detail

@@ -25,7 +25,6 @@ namespace detail {
 struct close_endpoint {
   void operator()(std::unique_ptr<peer_state>&& owned) const noexcept;
 };
-}  // namespace detail
 
 class endpoint_impl : public fabrix::detail::endpoint_base<detail::peer_state, detail::close_endpoint> {
  public:
@@ -50,8 +49,6 @@ class endpoint_impl : public fabrix::detail::endpoint_base<detail::peer_state, d
 
   cudaStream_t stream() const noexcept { return p_ ? p_->stream : nullptr; }
 };
-
-namespace detail {
 
 // Waits for the stream, completes what is in flight (notifications that
 // cannot go out any more say canceled), cancels receives, closes the link

@@ -15,7 +15,7 @@
 
 #include <utility>
 
-namespace fabrix::cuda::ipc {
+namespace fabrix::cuda::ipc::detail {
 
 class region_impl {
  public:
@@ -61,4 +61,4 @@ class region_impl {
   bool exported_;
 };
 
-}  // namespace fabrix::cuda::ipc
+}  // namespace fabrix::cuda::ipc::detail

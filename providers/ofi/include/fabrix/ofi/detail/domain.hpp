@@ -51,7 +51,7 @@
 #include <string>
 #include <vector>
 
-namespace fabrix::ofi {
+namespace fabrix::ofi::detail {
 
 inline constexpr capabilities ofi_caps{
     .rma = true,
@@ -248,4 +248,4 @@ class domain_impl {
   std::unique_ptr<detail::domain_state> d_;
 };
 
-}  // namespace fabrix::ofi
+}  // namespace fabrix::ofi::detail

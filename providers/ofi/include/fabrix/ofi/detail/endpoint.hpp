@@ -58,8 +58,6 @@ struct close_endpoint {
   }
 };
 
-}  // namespace detail
-
 class endpoint_impl : public fabrix::detail::endpoint_base<detail::peer_state, detail::close_endpoint> {
  public:
   native_queue_pair native() const noexcept {
@@ -97,4 +95,5 @@ class endpoint_impl : public fabrix::detail::endpoint_base<detail::peer_state, d
   }
 };
 
+}  // namespace detail
 }  // namespace fabrix::ofi

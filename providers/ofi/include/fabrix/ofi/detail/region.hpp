@@ -12,7 +12,7 @@
 
 #include <utility>
 
-namespace fabrix::ofi {
+namespace fabrix::ofi::detail {
 
 class region_impl {
  public:
@@ -60,4 +60,4 @@ class region_impl {
   std::uint32_t slot_ = detail::no_slot;
 };
 
-}  // namespace fabrix::ofi
+}  // namespace fabrix::ofi::detail

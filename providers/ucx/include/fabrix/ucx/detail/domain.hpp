@@ -40,7 +40,7 @@
 #include <string>
 #include <vector>
 
-namespace fabrix::ucx {
+namespace fabrix::ucx::detail {
 
 inline constexpr capabilities ucx_caps{
     .rma = true,
@@ -367,4 +367,4 @@ class domain_impl {
   std::unique_ptr<detail::domain_state> d_;
 };
 
-}  // namespace fabrix::ucx
+}  // namespace fabrix::ucx::detail

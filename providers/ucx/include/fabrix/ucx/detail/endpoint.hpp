@@ -84,8 +84,6 @@ struct close_endpoint {
   }
 };
 
-}  // namespace detail
-
 class endpoint_impl : public fabrix::detail::endpoint_base<detail::peer_state, detail::close_endpoint> {
  public:
   native_queue_pair native() const noexcept { return {p_ ? p_->ep : nullptr}; }
@@ -116,6 +114,7 @@ class endpoint_impl : public fabrix::detail::endpoint_base<detail::peer_state, d
   }
 };
 
+}  // namespace detail
 }  // namespace fabrix::ucx
 
 namespace fabrix::ucx::detail {

@@ -9,7 +9,7 @@
 
 #include <utility>
 
-namespace fabrix::ucx {
+namespace fabrix::ucx::detail {
 
 class region_impl {
  public:
@@ -56,4 +56,4 @@ class region_impl {
   remote_buffer rb_;
 };
 
-}  // namespace fabrix::ucx
+}  // namespace fabrix::ucx::detail

@@ -37,7 +37,7 @@
 #include <string>
 #include <vector>
 
-namespace fabrix::verbs {
+namespace fabrix::verbs::detail {
 
 inline constexpr capabilities verbs_caps{
     .rma = true,
@@ -337,4 +337,4 @@ class domain_impl {
   std::unique_ptr<detail::domain_state> d_;
 };
 
-}  // namespace fabrix::verbs
+}  // namespace fabrix::verbs::detail

@@ -69,8 +69,6 @@ struct close_endpoint {
   }
 };
 
-}  // namespace detail
-
 class endpoint_impl : public fabrix::detail::endpoint_base<detail::peer_state, detail::close_endpoint> {
  public:
   native_queue_pair native() const noexcept { return {p_ ? p_->qp : nullptr}; }
@@ -100,4 +98,5 @@ class endpoint_impl : public fabrix::detail::endpoint_base<detail::peer_state, d
   detail::peer_state& state() noexcept { return *p_; }
 };
 
+}  // namespace detail
 }  // namespace fabrix::verbs

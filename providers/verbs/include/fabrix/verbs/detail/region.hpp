@@ -9,7 +9,7 @@
 
 #include <utility>
 
-namespace fabrix::verbs {
+namespace fabrix::verbs::detail {
 
 class region_impl {
  public:
@@ -40,4 +40,4 @@ class region_impl {
   remote_buffer rb_;
 };
 
-}  // namespace fabrix::verbs
+}  // namespace fabrix::verbs::detail

@@ -9,7 +9,7 @@
 
 namespace fabrix::verbs::testing {
 
-inline status post_write_with_rkey(endpoint_impl& ep, const local_slice& src, std::uint64_t remote_addr,
+inline status post_write_with_rkey(detail::endpoint_impl& ep, const local_slice& src, std::uint64_t remote_addr,
                                    std::uint32_t rkey, std::uint64_t token) {
   detail::peer_state& p = ep.state();
   if (p.failed) return status::peer_unreachable;
