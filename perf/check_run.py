@@ -12,7 +12,10 @@ Every run's header and JSON must also say which provider ran and why
 dispatch (static where perf/bind_<provider>.cpp exists, unless --dispatch
 any) and who allocated the memory (the provider where it allocates, unless
 --alloc user or --mem cuda).
-usage: check_run.py FABRIX_PERF [--brief] [--provider NAME] [--transport T] [--device D]
+usage: check_run.py FABRIX_PERF [--brief] [--provider NAME [--provider-allocates]] [--transport T] [--device D]
+
+--provider-allocates: NAME allocates under --alloc auto (a provider plugin
+of ABI version 2 or later: the perf-plugin test's renamed UCX plugin).
 
 Without --provider (the perf-auto test): fabrix-perf's own choice, as
 tools/demo.sh runs it: every test and mode at one odd size, then write at
@@ -126,7 +129,9 @@ def run(perf, extra, json_path, expect_rows):
 def main():
     perf, args = sys.argv[1], sys.argv[2:]
     brief = "--brief" in args
-    args = [a for a in args if a != "--brief"]
+    if "--provider-allocates" in args:  # a plugin whose table has allocate_memory
+        ALLOCATES.add(value(args, "--provider"))
+    args = [a for a in args if a not in ("--brief", "--provider-allocates")]
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "r.json")
         if brief:

@@ -2,6 +2,9 @@
 // measurements both sides derive from the same options.
 #include "options.hpp"
 
+#include <fabrix/any_provider.hpp>
+#include <fabrix/plugins.hpp>
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -146,7 +149,9 @@ MODE   bw | lat (default: both)
       --report_gbits      bandwidth in Gb/s instead of MB/s (MB = 2^20 bytes)
       --out_json FILE     also write the results as JSON (schema: perf/README.md)
       --provider NAME     verbs | ucx | ofi | cuda_ipc | auto (default auto: the
-                          first of --list-providers that opens here)
+                          first of --list-providers that opens here), or a
+                          provider plugin's name (libfabrix-NAME.so on
+                          FABRIX_PROVIDER_PATH: runs through any_provider)
       --transport LIST    UCX_TLS list, or a libfabric provider name
       --device NAME       device for the provider (mlx5_0, eth0, ...)
       --mem KIND          host | cuda[:N] (default host)
@@ -275,9 +280,19 @@ parse_outcome parse(int argc, char** argv) {
         if (v->empty()) return fail("--out_json needs a file name");
         o.out_json = *v;
       } else if (arg == "--provider") {
-        static const char* const known[] = {"auto", "ucx", "verbs", "ofi", "cuda_ipc"};
-        if (std::none_of(std::begin(known), std::end(known), [&](const char* k) { return *v == k; }))
-          return fail("unknown provider in '" + shown + "' (verbs, ucx, ofi, cuda_ipc or auto)");
+        // A compiled-in provider, or a plugin (libfabrix-NAME.so on
+        // FABRIX_PROVIDER_PATH), loaded here so that a name nothing provides
+        // is refused now, not after the bootstrap has waited for the peer.
+        const auto compiled = fabrix::registered_providers();
+        if (*v != "auto" && std::find(compiled.begin(), compiled.end(), *v) == compiled.end()) {
+          auto plugin = fabrix::load_provider_plugin(*v);
+          if (!plugin) {
+            std::string names;
+            for (auto n : compiled) names += std::string(n) + ", ";
+            return fail("unknown provider in '" + shown + "' (" + names +
+                        "auto, or a provider plugin's name): " + plugin.error().message);
+          }
+        }
         o.provider = *v;
       } else if (arg == "--transport") {
         o.transport = *v;
