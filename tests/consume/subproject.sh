@@ -14,7 +14,7 @@
 # in a subproject fabrix's tests, examples, perf tools, fabrix-info and CUDA
 # kernels are off by default (no nvcc run when the parent did not ask);
 # then a second parent asks for CUDA and builds and runs fabrix-cuda's
-# consumer (nvcc runs there: about two minutes).
+# consumer (nvcc runs there: about half a minute on two cores).
 #
 # Environment (set by tests/consume/meson.build):
 #   MESON               the meson command
