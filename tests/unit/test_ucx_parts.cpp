@@ -202,6 +202,44 @@ TEST_CASE("ucx checked requests: the target touches only live regions, in bounds
   CHECK(ud::on_rma(&d, data, 8, data, 16, nullptr) == UCS_OK);
   CHECK(d.replies_head == nullptr);
   CHECK(d.dropped_requests == 2);
+
+  // A domain with no queue pair here whose request proves it holds this
+  // domain's address blob, and comes with an endpoint to answer on: served,
+  // answered there. The same without the endpoint, or with a proof made with
+  // another secret or for another sender: dropped, not one byte changed.
+  d.secret.fill(0x5a);
+  d.regions[9] = ud::region_entry{base, 64, fabrix::access::remote_write};
+  auto stranger = request(ud::rma_kind::write, 9, base + 48, 16);
+  stranger.sender = 0x3333;
+  stranger.proof = ud::sender_proof(d.secret, 0x3333);
+  const auto fake_ep = reinterpret_cast<ucp_ep_h>(std::uintptr_t{0x1000});
+  ucp_am_recv_param_t with_ep{};
+  with_ep.recv_attr = UCP_AM_RECV_ATTR_FIELD_REPLY_EP;
+  with_ep.reply_ep = fake_ep;
+  ucp_am_recv_param_t without_ep{};
+  auto wrong_secret = stranger;
+  fabrix::detail::seal_key other{};
+  other.fill(0x5b);
+  wrong_secret.proof = ud::sender_proof(other, 0x3333);
+  auto wrong_sender = stranger;
+  wrong_sender.proof = ud::sender_proof(d.secret, 0x4444);
+  CHECK(ud::on_rma(&d, &stranger, sizeof stranger, data, 16, &without_ep) == UCS_OK);
+  CHECK(ud::on_rma(&d, &wrong_secret, sizeof wrong_secret, data, 16, &with_ep) == UCS_OK);
+  CHECK(ud::on_rma(&d, &wrong_sender, sizeof wrong_sender, data, 16, &with_ep) == UCS_OK);
+  CHECK(d.replies_head == nullptr);
+  CHECK(d.dropped_requests == 5);
+  CHECK(mem[48] == std::byte{0});
+  REQUIRE(ud::on_rma(&d, &stranger, sizeof stranger, data, 16, &with_ep) == UCS_OK);
+  ud::reply_slot* r = d.replies_head;
+  REQUIRE(r != nullptr);
+  CHECK(r->to == nullptr);
+  CHECK(r->reply_ep == fake_ep);
+  CHECK(static_cast<status>(r->h.result) == status::ok);
+  CHECK(mem[48] == std::byte{0xab});
+  CHECK(mem[63] == std::byte{0xab});
+  d.replies_head = d.replies_tail = nullptr;
+  d.give_back_reply(r);
+  CHECK(r->reply_ep == nullptr);
   d.remove_peer(&from);
 }
 

@@ -293,6 +293,7 @@ class domain_impl {
     p->recv_tag = peer->nonce;
     p->identity = peer->process;
     p->peer_secret = peer->secret;
+    p->proof = detail::sender_proof(peer->secret, d_->nonce);
     ucp_ep_params_t ep{};
     ep.field_mask =
         UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;

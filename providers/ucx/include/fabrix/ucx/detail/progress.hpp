@@ -359,6 +359,7 @@ inline void cancel_recvs(domain_state& d) {
       // operations have not been reported done yet — not after.
       const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
       while (ucp_worker_progress(d.worker) != 0 && std::chrono::steady_clock::now() < until) {
+        if (d.replies_head != nullptr) send_replies(d);  // before the next progress (reply_ep)
       }
       fail_peer(d, *p, UCS_ERR_CONNECTION_RESET);
       failed = true;

@@ -44,6 +44,7 @@
 #include <fabrix/ucx/detail/progress.hpp>
 #include <fabrix/ucx/detail/state.hpp>
 
+#include <array>
 #include <cstring>
 
 namespace fabrix::ucx::detail {
@@ -88,24 +89,53 @@ bool take_header(const void* header, size_t header_length, const ucp_am_recv_par
   return true;
 }
 
+// What a sender puts in rma_header::proof for a target whose address blob
+// gave it `target_secret`: a keyed hash of its own nonce. Every rank of the
+// job holds the blob (the bootstrap's allgather), a process outside it does
+// not.
+inline std::uint64_t sender_proof(const fabrix::detail::seal_key& target_secret, std::uint64_t sender) noexcept {
+  std::array<std::byte, 8> in;
+  std::memcpy(in.data(), &sender, in.size());
+  return fabrix::detail::siphash24(target_secret, in);
+}
+
+// Whether `ep` is one this domain is closing (a queue pair it closed whose
+// peer still sends): no answer goes there.
+inline bool closing(const domain_state& d, ucp_ep_h ep) noexcept {
+  for (const closing_endpoint& c : d.closing)
+    if (c.peer && c.peer->ep == ep) return true;
+  return false;
+}
+
 // Target: one checked request. Runs inside ucp_worker_progress; the reply is
 // sent from run_deferred. A request from a domain this one has no queue pair
-// to (nobody to answer) or a malformed one is counted and dropped.
+// to — it connected, this one did not (a queue pair made on first use, a
+// client that came later) — is served when its proof shows the sender holds
+// this domain's address blob, and answered on the endpoint UCX hands the
+// handler (requests are sent with UCP_AM_SEND_FLAG_REPLY) unless that is an
+// endpoint this domain is closing. Anything else — malformed, a failed
+// peer's, an unknown sender without a valid proof, one whose queue pair here
+// is closing — is counted and dropped.
 inline ucs_status_t on_rma(void* arg, const void* header, size_t header_length, void* data, size_t length,
                            const ucp_am_recv_param_t* param) {
   auto* d = static_cast<domain_state*>(arg);
   rma_header h;
-  if (!take_header(header, header_length, param, h)) {
+  if (!take_header(header, header_length, param, h) || h.magic != rma_magic) {
     ++d->dropped_requests;
     return UCS_OK;
   }
-  peer_state* from = h.magic == rma_magic ? d->find_peer(h.sender) : nullptr;
-  if (from == nullptr || from->failed) {
+  peer_state* from = d->find_peer(h.sender);
+  ucp_ep_h reply_ep = nullptr;
+  if (from == nullptr && param != nullptr && (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) &&
+      param->reply_ep != nullptr && h.proof == sender_proof(d->secret, h.sender) && !closing(*d, param->reply_ep))
+    reply_ep = param->reply_ep;
+  if ((from == nullptr && reply_ep == nullptr) || (from != nullptr && from->failed)) {
     ++d->dropped_requests;
     return UCS_OK;
   }
   reply_slot* r = d->take_reply();
   r->to = from;
+  r->reply_ep = reply_ep;
   r->h = rma_reply_header{};
   r->h.index = h.index;
   r->h.seq = h.seq;
@@ -151,7 +181,9 @@ inline bool batchable(const reply_slot* r) noexcept { return !r->read; }
 // (replies_magic) whose data holds one rma_reply_entry per answer, in queue
 // order. The folded slots go back to the pool. A run of one stays as it is.
 inline void fold_replies(domain_state& d, reply_slot* r) {
-  auto joins = [&](const reply_slot* next) { return next != nullptr && next->to == r->to && batchable(next); };
+  auto joins = [&](const reply_slot* next) {
+    return next != nullptr && next->to == r->to && next->reply_ep == r->reply_ep && batchable(next);
+  };
   if (!batchable(r) || !joins(d.replies_head)) return;
   auto add = [&](const rma_reply_header& h) {
     const rma_reply_entry e = entry_of(h);
@@ -176,25 +208,29 @@ inline void fold_replies(domain_state& d, reply_slot* r) {
 
 // Sends the queued replies (after progress, never inside a callback): each
 // run of answers without bytes to one peer as one AM (fold_replies). A reply
-// to a peer that failed or closed meanwhile is dropped.
+// to a peer that failed or closed meanwhile is dropped. Runs after every
+// ucp_worker_progress that may have queued one (run_deferred, and the
+// liveness drain), before the next: a reply_ep stays valid that long.
 inline void send_replies(domain_state& d) {
   while (reply_slot* r = d.replies_head) {
     d.replies_head = r->next;
     if (d.replies_head == nullptr) d.replies_tail = nullptr;
     peer_state* to = r->to;
-    if (to == nullptr || to->failed) {
+    const ucp_ep_h ep = to != nullptr ? to->ep : r->reply_ep;
+    if (ep == nullptr || (to != nullptr && to->failed)) {
       d.give_back_reply(r);
       continue;
     }
     fold_replies(d, r);
     r->to = nullptr;
+    r->reply_ep = nullptr;
     ucp_request_param_t prm{};
     prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
     prm.cb.send = on_reply_sent;
     prm.user_data = r;
     prm.flags = UCP_AM_SEND_FLAG_EAGER;
     const ucs_status_ptr_t p =
-        ucp_am_send_nbx(to->ep, am_rma_reply, &r->h, sizeof(r->h), r->data.data(), r->data.size(), &prm);
+        ucp_am_send_nbx(ep, am_rma_reply, &r->h, sizeof(r->h), r->data.data(), r->data.size(), &prm);
     if (!UCS_PTR_IS_PTR(p)) d.give_back_reply(r);
   }
 }
@@ -278,11 +314,14 @@ inline void post_checked(peer_state& p, op_slot* op) {
   h.epoch = op->repoch;
   h.address = op->raddr;
   h.length = op->rlength;
+  h.proof = p.proof;
   ucp_request_param_t prm{};
   prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
   prm.cb.send = on_request_sent;
   prm.user_data = op;
-  prm.flags = UCP_AM_SEND_FLAG_EAGER;  // whole at the target's handler: checked before a byte lands
+  // Eager: whole at the target's handler, checked before a byte lands.
+  // Reply: a target with no queue pair to us answers on that endpoint.
+  prm.flags = UCP_AM_SEND_FLAG_EAGER | UCP_AM_SEND_FLAG_REPLY;
   const void* payload = nullptr;
   std::size_t count = 0;
   switch (op->c.op) {

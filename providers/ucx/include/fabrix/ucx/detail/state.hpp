@@ -81,6 +81,9 @@ struct rma_header {
   std::uint64_t length = 0;
   std::uint64_t operand = 0;  // fetch_add: the addend; compare_swap: the value to swap in
   std::uint64_t compare = 0;  // compare_swap: the expected value
+  // sender_proof(target's secret, sender): shows a target with no queue pair
+  // to the sender that the sender holds its address blob (rma.hpp).
+  std::uint64_t proof = 0;
 };
 struct rma_reply_header {
   std::uint32_t magic = reply_magic;
@@ -129,6 +132,10 @@ struct reply_slot {
   rma_reply_header h{};
   domain_state* dom = nullptr;
   peer_state* to = nullptr;  // while queued
+  // Or, answering a domain with no queue pair here, the endpoint UCX handed
+  // the request's handler (reply_ep). Valid only until the next
+  // ucp_worker_progress: send_replies runs before that (rma.hpp).
+  ucp_ep_h reply_ep = nullptr;
   // A read's bytes, copied out of the region when the request was checked;
   // or a batch's rma_reply_entry array (send_replies).
   std::vector<std::byte> data;
@@ -302,6 +309,7 @@ struct domain_state {
   }
   void give_back_reply(reply_slot* r) noexcept {
     r->to = nullptr;
+    r->reply_ep = nullptr;
     r->next = free_replies;
     free_replies = r;
   }
@@ -336,6 +344,7 @@ struct peer_state {
   std::uint64_t send_tag = 0;              // our domain's nonce: tags our sends
   std::uint64_t recv_tag = 0;              // the peer domain's nonce: matches its sends, owns its regions
   fabrix::detail::seal_key peer_secret{};  // verifies the peer's remote_buffers
+  std::uint64_t proof = 0;                 // rma_header::proof of our requests to it
   bool failed = false;                     // set by UCX's error handler or by teardown
   bool detects_failure = true;             // UCP_ERR_HANDLING_MODE_PEER: UCX reports this peer's death
   bool same_node = false;                  // the peer process can be checked in /proc (liveness.hpp)
