@@ -12,6 +12,7 @@
 #include <fabrix/domain.hpp>
 #include <fabrix/domain_options.hpp>
 #include <fabrix/error.hpp>
+#include <fabrix/lazy_mesh.hpp>
 #include <fabrix/local_slice.hpp>
 #include <fabrix/memory.hpp>
 #include <fabrix/memory_region.hpp>
