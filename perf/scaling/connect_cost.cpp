@@ -22,34 +22,16 @@
 #include <fabrix/ofi.hpp>
 #endif
 
-#include <dirent.h>
+#include "process_usage.hpp"
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <vector>
 
 namespace {
-
-long rss_kib() {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("VmRSS:", 0) == 0) return std::strtol(line.c_str() + 6, nullptr, 10);
-  return -1;
-}
-
-int open_fds() {
-  DIR* d = opendir("/proc/self/fd");
-  if (!d) return -1;
-  int n = 0;
-  while (readdir(d)) ++n;
-  closedir(d);
-  return n - 3;  // ., .. and the directory's own descriptor
-}
 
 [[noreturn]] void fail(const std::string& what) {
   std::fprintf(stderr, "fabrix-connect-cost: %s\n", what.c_str());
@@ -101,8 +83,8 @@ int main(int argc, char** argv) {
   std::memset(src.data(), 0x5c, src.size());
   auto local = must(source.register_memory(src, fabrix::access::local), "register the source's memory");
 
-  const long rss_before = rss_kib();
-  const int fds_before = open_fds();
+  const long rss_before = fabrix::scaling::rss_kib();
+  const int fds_before = fabrix::scaling::open_fds();
   const auto t_connect = std::chrono::steady_clock::now();
   std::vector<fabrix::queue_pair<fabrix::any_provider>> qps;
   for (int i = 0; i < peers; ++i)
@@ -132,8 +114,8 @@ int main(int argc, char** argv) {
   for (const auto& m : memory)
     for (std::size_t k = 0; k < 8; ++k)
       if (m[k] != std::byte{0x5c}) fail("a write's bytes did not land");
-  const long rss_after = rss_kib();
-  const int fds_after = open_fds();
+  const long rss_after = fabrix::scaling::rss_kib();
+  const int fds_after = fabrix::scaling::open_fds();
 
   std::printf(
       "{\"provider\": \"%s\", \"transport\": \"%s\", \"describe\": \"%s\", \"peers\": %d, "

@@ -24,7 +24,8 @@
 #include <fabrix/ofi.hpp>
 #endif
 
-#include <dirent.h>
+#include "process_usage.hpp"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -54,23 +55,6 @@ template <class R>
 auto must(R&& r, const std::string& who, const char* what) {
   if (!r) fail(who, std::string(what) + ": " + r.error().describe());
   return std::move(*r);
-}
-
-long rss_kib() {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("VmRSS:", 0) == 0) return std::strtol(line.c_str() + 6, nullptr, 10);
-  return -1;
-}
-
-int open_fds() {
-  DIR* d = opendir("/proc/self/fd");
-  if (!d) return -1;
-  int n = 0;
-  while (readdir(d)) ++n;
-  closedir(d);
-  return n - 3;  // ., .. and the directory's own descriptor
 }
 
 std::byte pattern(std::uint64_t slot, std::uint64_t cycle, std::size_t i) {
@@ -218,8 +202,8 @@ int run_server(const options& o, const char* self) {
         alive.erase(it);
         // The server's footprint once the first round of clients is gone.
         if (rss_warm < 0 && exited_ok + killed >= o.parallel) {
-          rss_warm = rss_kib();
-          fds_warm = open_fds();
+          rss_warm = fabrix::scaling::rss_kib();
+          fds_warm = fabrix::scaling::open_fds();
         }
       }
     }
@@ -227,8 +211,8 @@ int run_server(const options& o, const char* self) {
   // Serve a little longer: departures still being noticed by the provider.
   const auto settle = clock_type::now() + std::chrono::milliseconds(500);
   while (clock_type::now() < settle) (void)dom.poll(c);
-  const long rss_end = rss_kib();
-  const int fds_end = open_fds();
+  const long rss_end = fabrix::scaling::rss_kib();
+  const int fds_end = fabrix::scaling::open_fds();
   ::unlink(offer.c_str());
   std::printf(
       "fabrix-churn: provider %s transport '%s': %d clients x %d cycles, %d in parallel: %d ended ok, %d killed; "

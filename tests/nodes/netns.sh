@@ -5,6 +5,7 @@
 # this file from bash; it changes nothing until fxn_init.
 #
 #   fxn_init || exit 77          # may we make namespaces? sets the cleanup trap
+#   fxn_pair_or_skip             # fxn_init (or exit 77), nodes a and b, rail 0
 #   fxn_node a; fxn_node b       # two nodes, loopback up
 #   fxn_link a b 0               # rail 0: a veth pair, 10.77.0.1 (a) -- 10.77.0.2 (b)
 #   fxn_link a b 1               # rail 1: a second pair, 10.77.1.1 -- 10.77.1.2
@@ -71,6 +72,19 @@ fxn_init() {
   fi
   ip netns del "$probe"
   return 0
+}
+
+# The usual start of a two-node script: fxn_init, nodes a and b, rail 0
+# between them; exits 77 (skipped, saying why) where namespaces cannot be
+# made here.
+fxn_pair_or_skip() {
+  if ! fxn_init; then
+    echo "skipped: $FXN_WHY"
+    exit 77
+  fi
+  fxn_node a
+  fxn_node b
+  fxn_link a b 0
 }
 
 # Creates node NAME (a network namespace with loopback up).

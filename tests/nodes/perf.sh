@@ -16,16 +16,10 @@ fp=$1
 shift
 # shellcheck source-path=SCRIPTDIR source=netns.sh
 . "$here/netns.sh"
-if ! fxn_init; then
-  echo "skipped: $FXN_WHY"
-  exit 77
-fi
-fxn_node a
-fxn_node b
-fxn_link a b 0
+fxn_pair_or_skip
 server=$(fxn_addr a 0)
 out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+trap 'fxn_cleanup; rm -rf "$out"' EXIT  # fxn_init's cleanup, then ours
 # The providers' tcp transports on the link's interface (fxr0 in both).
 env_on_link=(env UCX_WARN_UNUSED_ENV_VARS=n UCX_NET_DEVICES=fxr0 FI_TCP_IFACE=fxr0)
 port=21000

@@ -33,13 +33,7 @@ done
 
 # shellcheck source-path=SCRIPTDIR source=netns.sh
 . "$here/netns.sh"
-if ! fxn_init; then
-  echo "skipped: $FXN_WHY"
-  exit 77
-fi
-fxn_node a
-fxn_node b
-fxn_link a b 0
+fxn_pair_or_skip
 FABRIX_TEST_NODES="$(fxn_ns a),$(fxn_ns b)"
 FABRIX_TEST_NODE_ADDRS="$(fxn_addr a 0),$(fxn_addr b 0)"
 export FABRIX_TEST_NODES FABRIX_TEST_NODE_ADDRS
