@@ -12,9 +12,11 @@
 // calls to(sender) before it polls for them. On verbs connect() is
 // symmetric (an RC QP is built by both sides at once, providers/verbs), so
 // there both ranks must call to() for each other, in the same order per
-// pair, as with connect_all.
+// pair, as with connect_all. cuda_ipc: not tested from one side (no GPU in
+// the test machines).
 //
-// Lifetime: the domain outlives the mesh. Queue pairs live until the mesh is
+// Lifetime: the domain outlives the mesh and does not move while it lives
+// (the mesh keeps its address). Queue pairs live until the mesh is
 // destroyed. Threading: as the domain, one thread at a time.
 #pragma once
 
