@@ -56,7 +56,12 @@ TEST_CASE("ofi: a notification from a domain with no queue pair here names unkno
       auto mp = fxt::must(dom.register_memory(src, access::local), "register src");
       FX_CHECK_STATUS(qps[0].write_with_imm(mp.slice(piece, piece), peers[0].slice(piece, piece), from_peer, 2),
                       status::ok);
-      fxt::serve_for(dom, std::chrono::milliseconds(300));  // its completion, rank 0's progress
+      // Polled until it completes: on the message path its notification goes
+      // out only after the data's delivery, from this rank's progress (300 ms
+      // of polling were not always enough under TSan over tcp).
+      const auto c = fxt::await_token(dom, 2, std::chrono::seconds(20));
+      FX_CHECK(c.has_value());
+      FX_CHECK(c->status == status::ok);
       boot.barrier().value();
       return;
     }
