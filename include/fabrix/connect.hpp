@@ -46,12 +46,20 @@ std::function<void()> bootstrap_progress(domain<P>& dom, std::vector<completion>
 
 namespace detail {
 
+// Every rank's address blob, indexed by rank (one allgather), driving
+// `progress` while it waits when one is given.
+template <provider P>
+result<std::vector<std::vector<std::byte>>> gather_addresses(domain<P>& dom, bootstrap& boot,
+                                                             const std::function<void()>* progress) {
+  auto mine = dom.address();
+  if (!mine) return unexpected(std::move(mine).error());
+  return progress ? boot.allgather(*mine, *progress) : boot.allgather(*mine);
+}
+
 template <provider P>
 result<std::vector<queue_pair<P>>> connect_all_with(domain<P>& dom, bootstrap& boot,
                                                     const std::function<void()>* progress) {
-  auto mine = dom.address();
-  if (!mine) return unexpected(std::move(mine).error());
-  auto all = progress ? boot.allgather(*mine, *progress) : boot.allgather(*mine);
+  auto all = gather_addresses(dom, boot, progress);
   if (!all) return unexpected(std::move(all).error());
   std::vector<queue_pair<P>> qps;
   qps.reserve(all->size());

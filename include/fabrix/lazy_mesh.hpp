@@ -75,9 +75,7 @@ class lazy_mesh {
       : dom_(&dom), addresses_(std::move(addresses)), qps_(addresses_.size()) {}
 
   static result<lazy_mesh> create_with(domain<P>& dom, bootstrap& boot, const std::function<void()>* progress) {
-    auto mine = dom.address();
-    if (!mine) return unexpected(std::move(mine).error());
-    auto all = progress ? boot.allgather(*mine, *progress) : boot.allgather(*mine);
+    auto all = detail::gather_addresses(dom, boot, progress);
     if (!all) return unexpected(std::move(all).error());
     return lazy_mesh(dom, std::move(*all));
   }

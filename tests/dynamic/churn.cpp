@@ -137,7 +137,8 @@ int run_client(const options& o) {
 
 struct child {
   int slot;
-  bool doomed;  // to be killed mid-run
+  bool doomed;          // to be killed mid-run, at kill_at
+  bool killed = false;  // SIGKILL sent
   clock_type::time_point kill_at;
 };
 
@@ -167,7 +168,7 @@ int run_server(const options& o, const char* self) {
       std::_Exit(127);
     }
     // A doomed client dies somewhere inside its run (about a cycle in).
-    alive[pid] = child{slot, doomed, clock_type::now() + std::chrono::milliseconds(40 + 37 * (slot % 7))};
+    alive[pid] = child{slot, doomed, false, clock_type::now() + std::chrono::milliseconds(40 + 37 * (slot % 7))};
   };
   fabrix::completion c[16];
   const auto limit = clock_type::now() + std::chrono::seconds(600);
@@ -179,26 +180,22 @@ int run_server(const options& o, const char* self) {
       errors.push_back("server polled a completion: " + std::string(fabrix::to_string(c[i].status)));
     const auto now = clock_type::now();
     for (auto& [pid, ch] : alive)
-      if (ch.doomed && now >= ch.kill_at) {
+      if (ch.doomed && !ch.killed && now >= ch.kill_at) {
         ::kill(pid, SIGKILL);
-        ch.doomed = false;
-        ch.slot = -1 - ch.slot;  // marks it killed
+        ch.killed = true;
       }
     int status = 0;
     const pid_t pid = ::waitpid(-1, &status, WNOHANG);
     if (pid > 0) {
       auto it = alive.find(pid);
       if (it != alive.end()) {
-        const int slot = it->second.slot;
-        if (slot < 0 && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
+        const child& ch = it->second;
+        if (ch.killed && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
           ++killed;
-        else if (slot < 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0)
-          ++exited_ok;  // finished before its kill came
         else if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
-          ++exited_ok;
+          ++exited_ok;  // also a doomed one that finished before its kill came
         else
-          errors.push_back("client " + std::to_string(slot < 0 ? -1 - slot : slot) + " ended with status " +
-                           std::to_string(status));
+          errors.push_back("client " + std::to_string(ch.slot) + " ended with status " + std::to_string(status));
         alive.erase(it);
         // The server's footprint once the first round of clients is gone.
         if (rss_warm < 0 && exited_ok + killed >= o.parallel) {
@@ -227,8 +224,9 @@ int run_server(const options& o, const char* self) {
     return 1;
   }
   // Flat: nothing kept per departed client. The bounds leave room for
-  // allocator growth, not for per-client state (a client's endpoint costs
-  // tens of KiB and at least one descriptor: perf/scaling/README.md).
+  // allocator growth, not for per-client state (a client's connection costs
+  // the server hundreds of KiB and, over tcp, descriptors:
+  // perf/scaling/README.md).
   if (fds_end > fds_warm + 2) {
     std::fprintf(stderr, "fabrix-churn: descriptors grew from %d to %d\n", fds_warm, fds_end);
     ok = false;
