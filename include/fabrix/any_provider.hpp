@@ -12,10 +12,13 @@
 // where none of that name is compiled in, the plugin libfabrix-ucx.so
 // (plugins.hpp, provider_abi.h); fabrix::open("auto") opens the provider,
 // compiled-in or plugin, with the highest priority that opens successfully
-// on this machine (domain_impl::create below says how ties and names fall).
+// on this machine (domain_impl::create below says how ties and names fall),
+// or, where FABRIX_ROUTE is set, the routed domain over the providers that
+// route names (routed.hpp; open("routed") opens it by name).
 #pragma once
 
 #include <fabrix/concepts.hpp>
+#include <fabrix/detail/env.hpp>
 #include <fabrix/domain.hpp>
 #include <fabrix/plugins.hpp>
 
@@ -42,6 +45,9 @@ struct any_endpoint_base {
   virtual std::uint64_t finished() const noexcept = 0;
   virtual result<import_ref> import_key(const remote_buffer& rb) = 0;
   virtual status release_key(import_ref ref) = 0;
+  // Which provider serves the peer and why, where the provider says;
+  // otherwise its name (empty from a plugin).
+  virtual std::string describe() const { return {}; }
 };
 
 struct any_domain_base {
@@ -79,6 +85,12 @@ struct any_endpoint_model final : any_endpoint_base {
   std::uint64_t finished() const noexcept override { return impl.finished(); }
   result<import_ref> import_key(const remote_buffer& rb) override { return impl.import_key(rb); }
   status release_key(import_ref ref) override { return impl.release_key(ref); }
+  std::string describe() const override {
+    if constexpr (requires { impl.describe(); })
+      return impl.describe();
+    else
+      return std::string(P::name);
+  }
   typename P::endpoint_impl impl;
 };
 
@@ -156,6 +168,11 @@ result<std::unique_ptr<any_domain_base>> open_erased(const domain_options& opts)
   return std::unique_ptr<any_domain_base>(new any_domain_model<P>(std::move(*d)));
 }
 
+// fabrix::routed (routed.hpp) is no provider of the registry ("auto" never
+// picks it, registered_providers() does not list it): its header sets this,
+// and open("routed"), or open("auto") where FABRIX_ROUTE is set, opens it.
+inline result<std::unique_ptr<any_domain_base>> (*routed_opener)(const domain_options&) = nullptr;
+
 // Why a provider was not added to the registry (its name's wire number is
 // another registered name's): open() of that name reports it.
 struct refused_provider {
@@ -215,6 +232,7 @@ struct any_provider {
     std::uint64_t finished() const noexcept { return e_->finished(); }
     result<import_ref> import_key(const remote_buffer& rb) { return e_->import_key(rb); }
     status release_key(import_ref ref) { return e_->release_key(ref); }
+    std::string describe() const { return e_->describe(); }
 
    private:
     std::unique_ptr<detail::any_endpoint_base> e_;
@@ -234,6 +252,13 @@ struct any_provider {
     static result<domain_impl> create(const domain_options& opts) {
       const auto entries = detail::providers_by_priority();
       const bool pick_best = opts.provider.empty() || opts.provider == "auto";
+      if (opts.provider == "routed" || (pick_best && detail::env_text("FABRIX_ROUTE") != nullptr)) {
+        if (detail::routed_opener == nullptr)
+          return unexpected(status::unsupported, "fabrix::routed is not in this program (include <fabrix/routed.hpp>)");
+        auto d = detail::routed_opener(opts);
+        if (!d) return unexpected(std::move(d).error());
+        return domain_impl(std::move(*d));
+      }
       if (!pick_best) {
         for (const auto& e : entries) {
           if (e.name != opts.provider) continue;

@@ -21,5 +21,6 @@
 #include <fabrix/remote_buffer.hpp>
 #include <fabrix/remote_key.hpp>
 #include <fabrix/result.hpp>
+#include <fabrix/routed.hpp>
 #include <fabrix/status.hpp>
 #include <fabrix/task.hpp>

@@ -34,10 +34,12 @@
 #include <fabrix/operation.hpp>
 
 #include <atomic>
+#include <concepts>
 #include <coroutine>
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <utility>
 
 namespace fabrix {
@@ -253,6 +255,13 @@ class queue_pair {
   // object lives; native.hpp says what may be done with them. Only where the
   // provider documents one (not any_provider).
   auto native() const noexcept requires detail::has_native_handle<typename P::endpoint_impl> { return impl_.native(); }
+
+  // Which provider serves this peer and why (fabrix::routed: one line per
+  // memory kind), where the provider says; any_provider forwards it.
+  std::string describe() const requires requires(const typename P::endpoint_impl& e) {
+    { e.describe() } -> std::convertible_to<std::string>;
+  }
+  { return impl_.describe(); }
 
  private:
   friend struct detail::impl_access;

@@ -40,6 +40,7 @@ inline constexpr env_var env_vars[] = {
     {"FABRIX_OFI_OP_TIMEOUT_MS", "ofi", "ms an RMA or atomic may stay in flight, 0 never (default: shm 10000)"},
     {"FABRIX_PROVIDER_PATH", "core", "colon-separated directories searched for libfabrix-<name>.so plugins first"},
     {"FABRIX_RANK", "bootstrap", "this process's rank (default: the launcher's)"},
+    {"FABRIX_ROUTE", "routed", "which provider serves what: node=<p>[:<t>] net=... gpu=... (routed/config.hpp)"},
     {"FABRIX_SIZE", "bootstrap", "the job's size (default: the launcher's)"},
     {"FABRIX_STAGING_CHUNK", "staging", "bytes per bounce slot, k/m suffixes (default 512k)"},
     {"FABRIX_STAGING_DEPTH", "staging", "bounce slots per staged operation (default 4)"},

@@ -1,0 +1,375 @@
+// fabrix::routed — one domain over several providers, picking per peer and
+// per memory kind the provider that serves it: a node-mate's host memory
+// over the node's fastest transport, another node's over the network, a
+// node-mate's GPU memory over cuda_ipc. It is a provider itself (the same
+// concept), so domain<routed>, queue_pair<routed>, connect_all and the
+// collectives work unchanged, with one poll, one wait and one key per
+// region.
+//
+//   auto dom = fabrix::domain<fabrix::routed>::create().value();   // or fabrix::open("routed")
+//   auto qp = dom.connect(peer_blob).value();
+//   qp.describe();   // "host memory: ofi:shm (peer on this node); device memory: ..."
+//
+// Which provider serves what: route_config (routed/config.hpp), from
+// FABRIX_ROUTE, else domain_options::transport, else the default: node =
+// ucx (its default transports use shared memory and CMA on a node), else
+// ofi:shm; net = the highest-priority network provider that opens (verbs,
+// ucx, ofi; the same domain as node where it is the same provider); gpu =
+// cuda_ipc where it opens. Every process of a job uses the same routes:
+// connect() refuses a peer that has no provider domain of the same provider
+// and transport for the route it needs. domain_options::device is not
+// passed to the providers (it names one provider's device).
+//
+// Whether a peer shares this node: detail::node_id() (host name and network
+// namespace, or FABRIX_NODE_ID; process_identity.hpp), carried in the
+// address blob.
+//
+// Memory: register_memory registers in every provider domain that takes the
+// memory kind (host memory in the node and net domains, and in the gpu
+// domain where it accepts it; device memory in the gpu domain and in any
+// whose provider reaches device memory). The region's remote_buffer carries
+// each provider's remote_buffer in its key (routed/key.hpp); a registration
+// whose providers' keys do not fit remote_buffer::max_key_size is refused
+// (unsupported).
+//
+// Progress: poll() polls every provider domain, starting with a different
+// one each call. wait() with one provider domain is that provider's; with
+// several it waits on each in turn for at most 1 ms, so a completion on one
+// is seen within about 1 ms while it sleeps on another.
+//
+// Lifetime and threading: as every provider (concepts.hpp).
+#pragma once
+
+#include <fabrix/any_provider.hpp>
+#include <fabrix/detail/env.hpp>
+#include <fabrix/detail/process_identity.hpp>
+#include <fabrix/routed/address.hpp>
+#include <fabrix/routed/config.hpp>
+#include <fabrix/routed/endpoint.hpp>
+#include <fabrix/routed/key.hpp>
+#include <fabrix/routed/state.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fabrix {
+
+struct routed {
+  static constexpr std::string_view name = "routed";
+  static constexpr provider_id id = provider_id_of("routed");
+  // Whatever its providers offer; runtime_caps() says what they do.
+  static constexpr capabilities caps = any_provider::caps;
+
+  class region_impl {
+   public:
+    explicit region_impl(std::unique_ptr<detail::routed_region_state> r) : r_(std::move(r)) {}
+    const remote_buffer& remote() const noexcept { return r_->remote; }
+    void* descriptor() const noexcept { return r_.get(); }
+
+   private:
+    std::unique_ptr<detail::routed_region_state> r_;
+  };
+
+  class endpoint_impl : public detail::routed_endpoint {
+   public:
+    using detail::routed_endpoint::routed_endpoint;
+  };
+
+  class domain_impl {
+   public:
+    static result<domain_impl> create(const domain_options& opts) {
+      const char* env = detail::env_text("FABRIX_ROUTE");
+      const std::string text = env ? std::string(env) : opts.transport;
+      auto s = std::make_unique<detail::routed_state>();
+      s->node = detail::node_id();
+      if (!text.empty()) {
+        auto config = route_config::parse(text);
+        if (!config) return unexpected(std::move(config).error());
+        for (auto c : {route_class::node, route_class::net, route_class::gpu}) {
+          if (!(*config)[c]) continue;
+          if (auto e = open_sub(*s, c, *(*config)[c], opts); !e) {
+            error why = std::move(e).error();
+            why.message = "route " + std::string(to_string(c)) + "=" + (*config)[c]->text() + ": " + why.message;
+            return unexpected(std::move(why));
+          }
+        }
+        return domain_impl(std::move(s));
+      }
+      std::string tried;
+      auto first_that_opens = [&](route_class c, const std::vector<route_choice>& choices) {
+        for (const auto& ch : choices) {
+          auto e = open_sub(*s, c, ch, opts);
+          if (e) return;
+          tried += (tried.empty() ? "" : "; ") + ch.text() + ": " + e.error().describe();
+        }
+      };
+      first_that_opens(route_class::node, {{"ucx", ""}, {"ofi", "shm"}});
+      std::vector<route_choice> network;
+      for (const auto& e : detail::providers_by_priority())
+        if (e.name != name && e.name != "cuda_ipc") network.push_back({std::string(e.name), ""});
+      first_that_opens(route_class::net, network);
+      if (s->subs.empty())
+        return unexpected(status::unsupported, "no provider opened for any route: " + tried, std::string(name));
+      if (std::find(network.begin(), network.end(), route_choice{"cuda_ipc", ""}) == network.end())
+        first_that_opens(route_class::gpu, {{"cuda_ipc", ""}});
+      return domain_impl(std::move(s));
+    }
+
+    result<void> check_host_memory(const void* addr, std::size_t len) {
+      for (auto& sub : s_->subs)
+        if (auto c = sub.dom->check_host_memory(addr, len); !c) return c;
+      return {};
+    }
+
+    result<region_impl> register_memory(void* addr, std::size_t len, memory_location where, access rights) {
+      auto r = std::make_unique<detail::routed_region_state>();
+      remote_buffer& rb = r->remote;
+      rb.provider = id;
+      rb.rights = rights;
+      rb.location = where;
+      rb.address = reinterpret_cast<std::uintptr_t>(addr);
+      rb.length = len;
+      rb.owner = s_->id.nonce;
+      rb.epoch = s_->next_epoch++;
+      const bool host = where.kind == memory_kind::host;
+      constexpr auto host_classes = detail::class_bit(route_class::node) | detail::class_bit(route_class::net);
+      std::optional<error> failed;
+      bool any = false;
+      for (std::size_t i = 0; i < s_->subs.size(); ++i) {
+        auto& sub = s_->subs[i];
+        const bool serves_host = (sub.classes & host_classes) != 0;
+        const bool serves_gpu = (sub.classes & detail::class_bit(route_class::gpu)) != 0;
+        const bool required = host ? serves_host : serves_gpu;
+        const bool tried = required || (host ? serves_gpu : sub.dom->runtime_caps().gpu == gpu_path::direct);
+        if (!tried) continue;
+        auto reg = sub.dom->register_memory(addr, len, where, rights);
+        if (!reg) {
+          if (required) return unexpected(std::move(reg).error());
+          if (!failed) failed = std::move(reg).error();
+          continue;
+        }
+        if (!detail::append_routed_key(rb, static_cast<std::uint8_t>(i), reg->remote()))
+          return unexpected(status::unsupported,
+                            "register_memory: the keys of this domain's providers (" + describe() +
+                                ") do not fit one remote_buffer (" + std::to_string(remote_buffer::max_key_size) +
+                                " bytes)",
+                            std::string(name));
+        r->subs[i] = std::move(*reg);
+        any = true;
+      }
+      if (!any) {
+        if (failed) return unexpected(std::move(*failed));
+        return unexpected(status::unsupported,
+                          "register_memory: no provider of this domain takes " + std::string(to_string(where.kind)) +
+                              " memory (" + describe() + ")",
+                          std::string(name));
+      }
+      rb.seal = rb.compute_seal(s_->id.secret);
+      return region_impl(std::move(r));
+    }
+
+    // Every provider domain's completions; the flushes of a joined flush are
+    // consumed here and its one completion returned in their place.
+    std::size_t poll(std::span<completion> out) {
+      const std::size_t n = s_->subs.size();
+      const std::size_t start = s_->poll_start++ % n;
+      std::size_t w = 0;
+      for (std::size_t k = 0; k < n && w < out.size(); ++k) {
+        const std::size_t end = w + s_->subs[(start + k) % n].dom->poll(out.subspan(w));
+        for (std::size_t i = w; i < end; ++i) {
+          if ((out[i].flags & detail::flag_routed) == 0)
+            out[w++] = out[i];
+          else if (completion c; s_->finish_join(out[i], c))
+            out[w++] = c;
+        }
+      }
+      return w;
+    }
+
+    status wait(std::chrono::milliseconds timeout) {
+      if (s_->subs.size() == 1) return s_->subs[0].dom->wait(timeout);
+      const auto deadline = std::chrono::steady_clock::now() + timeout;
+      for (auto& sub : s_->subs)
+        if (sub.dom->wait(std::chrono::milliseconds(0)) == status::ok) return status::ok;
+      for (std::size_t k = 0;; ++k) {
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0) return status::timed_out;
+        const status st = s_->subs[k % s_->subs.size()].dom->wait(std::min(left, std::chrono::milliseconds(1)));
+        if (st != status::timed_out) return st;
+      }
+    }
+
+    result<std::vector<std::byte>> address() const {
+      std::vector<std::vector<std::byte>> blobs;
+      detail::routed_address a;
+      a.nonce = s_->id.nonce;
+      a.node = s_->node;
+      a.secret = s_->id.secret;
+      for (const auto& sub : s_->subs) {
+        auto b = sub.dom->address();
+        if (!b) return unexpected(std::move(b).error());
+        blobs.push_back(std::move(*b));
+      }
+      for (std::size_t i = 0; i < s_->subs.size(); ++i)
+        a.subs.push_back({s_->subs[i].classes, s_->subs[i].dom->provider(), s_->subs[i].choice.transport, blobs[i]});
+      return detail::encode_routed_address(a);
+    }
+
+    // The host route: the node route for a peer on this node, the net route
+    // for one on another (each falling back to the other where it is not
+    // configured); the device route: the gpu route to a node-mate, else the
+    // host route where its provider reaches device memory.
+    result<endpoint_impl> connect(std::span<const std::byte> peer, std::uint32_t peer_id) {
+      auto a = detail::decode_routed_address(peer);
+      if (!a) return unexpected(std::move(a).error());
+      const bool same_node = a->node == s_->node;
+      endpoint_impl ep(s_.get(), a->nonce, a->secret);
+      const route_class want = same_node ? route_class::node : route_class::net;
+      const route_class other = same_node ? route_class::net : route_class::node;
+      std::string why = same_node ? "peer on this node" : "peer on another node";
+      int mine = s_->class_sub[static_cast<std::size_t>(want)];
+      if (mine < 0) {
+        mine = s_->class_sub[static_cast<std::size_t>(other)];
+        why += ", no " + std::string(to_string(want)) + " route configured";
+      }
+      auto host = connect_sub(*a, mine, want, peer_id, why);
+      if (!host) return unexpected(std::move(host).error());
+      ep.set_route(endpoint_impl::host, std::move(host->first), std::move(host->second));
+      const int gpu = s_->class_sub[static_cast<std::size_t>(route_class::gpu)];
+      if (same_node && gpu >= 0 && gpu != mine && peer_has(*a, gpu, route_class::gpu)) {
+        auto dev = connect_sub(*a, gpu, route_class::gpu, peer_id, "gpu route to a peer on this node");
+        if (!dev) return unexpected(std::move(dev).error());
+        ep.set_route(endpoint_impl::device, std::move(dev->first), std::move(dev->second));
+      } else if (s_->subs[static_cast<std::size_t>(mine)].dom->runtime_caps().gpu == gpu_path::direct) {
+        ep.share_route(endpoint_impl::device, endpoint_impl::host, why + "; its provider reaches device memory itself");
+      } else {
+        detail::routed_route none;
+        none.why = "none: no provider here reaches this peer's device memory";
+        ep.set_route(endpoint_impl::device, std::move(none), std::nullopt);
+      }
+      return ep;
+    }
+
+    provider_id provider() const noexcept { return id; }
+    std::uint64_t owner() const noexcept { return s_->id.nonce; }
+    // What every host-route provider offers (an operation may go over any
+    // of them), the smallest scatter-gather limit, device memory as the
+    // best route has it.
+    capabilities runtime_caps() const noexcept {
+      capabilities c = caps;
+      c.gpu = gpu_path::none;
+      c.needs_target_progress = false;
+      for (const auto& sub : s_->subs) {
+        const capabilities k = sub.dom->runtime_caps();
+        if ((sub.classes & (detail::class_bit(route_class::node) | detail::class_bit(route_class::net))) != 0) {
+          c.rma = c.rma && k.rma;
+          c.write_with_imm = c.write_with_imm && k.write_with_imm;
+          c.atomics = c.atomics && k.atomics;
+          c.send_recv = c.send_recv && k.send_recv;
+        }
+        c.max_sge = std::min(c.max_sge, k.max_sge);
+        c.needs_target_progress = c.needs_target_progress || k.needs_target_progress;
+        if (k.gpu == gpu_path::direct || (sub.classes & detail::class_bit(route_class::gpu)) != 0)
+          c.gpu = gpu_path::direct;
+        else if (k.gpu == gpu_path::staged && c.gpu == gpu_path::none)
+          c.gpu = gpu_path::staged;
+      }
+      return c;
+    }
+    std::string describe() const {
+      std::string d = "routed:";
+      for (const auto& sub : s_->subs) {
+        d += " [";
+        for (auto c : {route_class::node, route_class::net, route_class::gpu})
+          if (sub.classes & detail::class_bit(c)) d += std::string(to_string(c)) + "=";
+        d += sub.dom->describe() + "]";
+      }
+      return d;
+    }
+
+   private:
+    explicit domain_impl(std::unique_ptr<detail::routed_state> s) : s_(std::move(s)) {}
+
+    // Opens `choice` for class `c`, or shares the domain already open for it.
+    static result<void> open_sub(detail::routed_state& s, route_class c, const route_choice& choice,
+                                 const domain_options& opts) {
+      for (std::size_t i = 0; i < s.subs.size(); ++i) {
+        if (!(s.subs[i].choice == choice)) continue;
+        s.subs[i].classes |= detail::class_bit(c);
+        s.class_sub[static_cast<std::size_t>(c)] = static_cast<int>(i);
+        return {};
+      }
+      domain_options o = opts;
+      o.provider = choice.provider;
+      o.transport = choice.transport;
+      o.device.clear();
+      auto d = any_provider::domain_impl::create(o);
+      if (!d) return unexpected(std::move(d).error());
+      s.subs.push_back({choice, detail::class_bit(c), std::move(*d)});
+      s.class_sub[static_cast<std::size_t>(c)] = static_cast<int>(s.subs.size() - 1);
+      return {};
+    }
+
+    // The peer's provider domain of the same provider and transport as our
+    // sub `mine`, preferring one that serves class `c`; -1 where none.
+    int peer_sub(const detail::routed_address& a, int mine, route_class c) const {
+      const auto& sub = s_->subs[static_cast<std::size_t>(mine)];
+      int found = -1;
+      for (std::size_t j = 0; j < a.subs.size(); ++j) {
+        if (a.subs[j].provider != sub.dom->provider() || a.subs[j].transport != sub.choice.transport) continue;
+        if (a.subs[j].classes & detail::class_bit(c)) return static_cast<int>(j);
+        if (found < 0) found = static_cast<int>(j);
+      }
+      return found;
+    }
+    bool peer_has(const detail::routed_address& a, int mine, route_class c) const {
+      const int j = peer_sub(a, mine, c);
+      return j >= 0 && (a.subs[static_cast<std::size_t>(j)].classes & detail::class_bit(c)) != 0;
+    }
+
+    result<std::pair<detail::routed_route, std::optional<any_provider::endpoint_impl>>> connect_sub(
+        const detail::routed_address& a, int mine, route_class c, std::uint32_t peer_id, std::string why) {
+      const int j = peer_sub(a, mine, c);
+      auto& sub = s_->subs[static_cast<std::size_t>(mine)];
+      if (j < 0) {
+        std::string theirs;
+        for (const auto& p : a.subs)
+          theirs += (theirs.empty() ? "" : ", ") + std::string(to_string(p.provider)) +
+                    (p.transport.empty() ? "" : ":" + p.transport);
+        return unexpected(status::invalid_argument,
+                          "connect: " + why + ", routed over " + sub.choice.text() +
+                              " here, but the peer has no domain of that provider and transport (it has " + theirs +
+                              "); give every process the same FABRIX_ROUTE",
+                          std::string(name));
+      }
+      auto e = sub.dom->connect(a.subs[static_cast<std::size_t>(j)].blob, peer_id);
+      if (!e) return unexpected(std::move(e).error());
+      detail::routed_route r;
+      r.sub = mine;
+      r.peer_sub = static_cast<std::uint8_t>(j);
+      r.why = std::move(why);
+      return std::pair{std::move(r), std::optional<any_provider::endpoint_impl>(std::move(*e))};
+    }
+
+    std::unique_ptr<detail::routed_state> s_;
+  };
+};
+
+static_assert(provider<routed>, "routed must satisfy the provider concept");
+static_assert(checks_host_memory<routed>);
+
+namespace detail {
+// Not a provider of the registry (any_provider.hpp, routed_opener): its
+// name is known, so its remote_buffers decode, and open("routed") opens it.
+inline const bool routed_registered = [] {
+  routed_opener = &open_erased<routed>;
+  return register_provider_name(routed::name).has_value();
+}();
+}  // namespace detail
+
+}  // namespace fabrix
