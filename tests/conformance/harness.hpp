@@ -186,6 +186,17 @@ inline void use_loopback_only() {
   ::setenv("FI_TCP_IFACE", "lo", 0);
 }
 
+// FABRIX_TEST_SPLIT_NODES=k: rank r counts as node r % k (FABRIX_NODE_ID,
+// process_identity.hpp), so that a routed domain on one host has node-mates
+// and peers on other nodes. Unset or empty: nothing changes.
+inline void split_node_ids(int rank) {
+  const char* k = std::getenv("FABRIX_TEST_SPLIT_NODES");
+  if (k == nullptr || *k == '\0') return;
+  const int nodes = std::atoi(k);
+  if (nodes < 1) rank_fail("FABRIX_TEST_SPLIT_NODES", __FILE__, __LINE__, std::string("not a count: ") + k);
+  ::setenv("FABRIX_NODE_ID", ("fxt-node-" + std::to_string(rank % nodes)).c_str(), 1);
+}
+
 // rank 0's listening socket: on 127.0.0.1, or on node 0's address inside its
 // network namespace (the socket stays there; this process goes back).
 inline fabrix::result<fabrix::bootstrap_root> listen_root(int n, const test_nodes& nodes) {
@@ -269,6 +280,7 @@ inline void run_ranks(int n, const std::function<void(int, fabrix::bootstrap&)>&
         enter_node(nodes, rank);
       else
         use_loopback_only();
+      split_node_ids(rank);
       auto boot = by_callbacks ? fabrix::bootstrap::from_callbacks(store.callbacks_for(rank))
                   : rank == 0  ? root->accept()
                                : fabrix::bootstrap::create(rank, n, where, "fabrix-test");

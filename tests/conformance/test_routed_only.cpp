@@ -1,0 +1,136 @@
+// fabrix::routed: one domain over two providers, each peer reached over the
+// route its node asks for. Run on two nodes, rank r on node r % 2: simulated
+// on one host by FABRIX_TEST_SPLIT_NODES=2 (meson.build), or two network
+// namespaces (tests/nodes). So on four ranks each has a node-mate and two
+// peers on the other node. Every rank writes its own pattern into every
+// peer's slot, through the remote_buffer and through an imported key, reads
+// it back and flushes; each queue pair's route is asserted from describe(),
+// and each peer finds every byte in place. Also: the region's key carries
+// both providers' keys, altered key bytes are refused, peers whose routes
+// differ do not connect, and route texts parse or are refused.
+#include "providers.hpp"
+
+#include <fabrix/routed.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+using fabrix::access;
+using fabrix::status;
+
+namespace {
+constexpr std::size_t slot_bytes = 64 * 1024;
+std::uint64_t seed_of(int writer, int target) { return 7000 + static_cast<std::uint64_t>(writer * 16 + target); }
+}  // namespace
+
+TEST_CASE_TEMPLATE("conformance: routed: each peer over its node's route, every byte checked", P, FX_PROVIDERS) {
+  const char* split = std::getenv("FABRIX_TEST_SPLIT_NODES");
+  const bool two_nodes =
+      (split != nullptr && std::string(split) == "2") || fxt::test_nodes::from_env().names.size() == 2;
+  REQUIRE_MESSAGE(two_nodes, "run on two nodes: FABRIX_TEST_SPLIT_NODES=2, or FABRIX_TEST_NODES (tests/nodes)");
+  fxt::with_ranks<P>(4, [](fxt::rank_env<P>& env) {
+    const int n = env.size;
+    std::vector<std::byte> target(slot_bytes * static_cast<std::size_t>(n)), src(slot_bytes), back(slot_bytes);
+    auto mt = env.reg(target);
+    auto ms = env.reg(src, access::local);
+    auto mb = env.reg(back, access::local);
+    const auto all = env.share(mt);
+
+    // Both providers registered the memory: two entries, one per provider.
+    fabrix::remote_buffer sub;
+    FX_CHECK(fabrix::detail::routed_sub_buffer(mt.remote(), 0, sub));
+    FX_CHECK(sub.provider == fabrix::provider_id::ofi);
+    FX_CHECK(fabrix::detail::routed_sub_buffer(mt.remote(), 1, sub));
+    FX_CHECK(sub.provider == fabrix::provider_id::ucx);
+    FX_CHECK(!fabrix::detail::routed_sub_buffer(mt.remote(), 2, sub));
+
+    std::uint64_t token = 1;
+    for (int peer = 0; peer < n; ++peer) {
+      if (peer == env.rank) continue;
+      auto& qp = env.qps[static_cast<std::size_t>(peer)];
+      const bool mate = peer % 2 == env.rank % 2;
+      const std::string route = qp.describe();
+      const std::string want =
+          mate ? "host memory: ofi:shm (peer on this node)" : "host memory: ucx:tcp (peer on another node)";
+      if (route.rfind(want, 0) != 0)
+        fxt::rank_fail("the peer's route", __FILE__, __LINE__,
+                       route + " / " + want + " rank " + std::to_string(env.rank) + " peer " + std::to_string(peer) +
+                           " at " + fabrix::detail::node_description());
+
+      const auto dst =
+          all[static_cast<std::size_t>(peer)].slice(slot_bytes * static_cast<std::size_t>(env.rank), slot_bytes);
+      fxt::fill(src.data(), slot_bytes, seed_of(env.rank, peer));
+      env.complete_ok(qp.write(ms.slice(0, slot_bytes), dst, token), token);
+      ++token;
+      env.complete_ok(qp.read(mb.slice(0, slot_bytes), dst, token), token);
+      ++token;
+      FX_CHECK(fxt::first_mismatch(back.data(), slot_bytes, seed_of(env.rank, peer)) == slot_bytes);
+
+      // The same through an imported key.
+      auto key = fxt::must(qp.import(all[static_cast<std::size_t>(peer)]), "import");
+      std::memset(back.data(), 0, slot_bytes);
+      env.complete_ok(qp.read(mb.slice(0, slot_bytes),
+                              key.slice(slot_bytes * static_cast<std::size_t>(env.rank), slot_bytes), token),
+                      token);
+      ++token;
+      FX_CHECK(fxt::first_mismatch(back.data(), slot_bytes, seed_of(env.rank, peer)) == slot_bytes);
+      FX_CHECK_STATUS(qp.release(key), status::ok);
+
+      // Key bytes altered after sealing: refused, nothing sent.
+      fabrix::remote_buffer forged = all[static_cast<std::size_t>(peer)];
+      forged.key[forged.key_size - 1] ^= std::byte{1};
+      FX_CHECK(!qp.import(forged).has_value());
+      FX_CHECK_STATUS(qp.write(ms.slice(0, 8), forged.slice(0, 8), token), status::invalid_argument);
+
+      env.complete_ok(qp.flush(token), token);
+      ++token;
+    }
+    env.sync(mt, all, 1);  // serves the peers' traffic until every rank is done
+    for (int writer = 0; writer < n; ++writer) {
+      if (writer == env.rank) continue;
+      const std::byte* slot = target.data() + slot_bytes * static_cast<std::size_t>(writer);
+      FX_CHECK(fxt::first_mismatch(slot, slot_bytes, seed_of(writer, env.rank)) == slot_bytes);
+    }
+    env.sync(mt, all, 2);
+  });
+}
+
+TEST_CASE("conformance: routed: peers whose routes differ do not connect") {
+  fxt::run_ranks(2, [](int rank, fabrix::bootstrap& boot) {
+    fabrix::domain_options o;
+    o.transport = rank == 0 ? "node=ucx:tcp net=ucx:tcp" : "node=ofi:shm net=ofi:shm";
+    auto dom = fxt::must(fabrix::domain<fabrix::routed>::create(o), "routed domain");
+    const auto blobs = fxt::must(boot.allgather(fxt::must(dom.address(), "address")), "allgather");
+    auto qp = dom.connect(blobs[static_cast<std::size_t>(1 - rank)]);
+    FX_CHECK(!qp.has_value());
+    FX_CHECK(qp.error().code == status::invalid_argument);
+    FX_CHECK(qp.error().message.find("FABRIX_ROUTE") != std::string::npos);
+    // Not a routed blob at all.
+    FX_CHECK(!dom.connect(std::span<const std::byte>(blobs[0].data(), 10)).has_value());
+    FX_CHECK(boot.barrier().has_value());
+  });
+}
+
+TEST_CASE("conformance: routed: route texts") {
+  auto c = fabrix::route_config::parse("node=ofi:shm  net=ucx:tcp gpu=cuda_ipc");
+  REQUIRE(c.has_value());
+  CHECK((*c)[fabrix::route_class::node]->provider == "ofi");
+  CHECK((*c)[fabrix::route_class::node]->transport == "shm");
+  CHECK((*c)[fabrix::route_class::net]->text() == "ucx:tcp");
+  CHECK((*c)[fabrix::route_class::gpu]->text() == "cuda_ipc");
+  CHECK(c->text() == "node=ofi:shm net=ucx:tcp gpu=cuda_ipc");
+  CHECK(fabrix::route_config::parse("net=ofi:tcp;ofi_rxm")->text() == "net=ofi:tcp;ofi_rxm");
+  for (const char* bad :
+       {"node", "disk=ucx", "node=ucx node=ofi", "node=", "node=:tcp", "gpu=cuda_ipc", "node=routed", "node=auto"}) {
+    auto r = fabrix::route_config::parse(bad);
+    CHECK_MESSAGE(!r.has_value(), bad);
+    if (!r) CHECK(r.error().code == status::invalid_argument);
+  }
+  CHECK(!fabrix::route_config::parse("node=ucx:" + std::string(256, 't')).has_value());  // the blob's u8 length
+  fabrix::domain_options o;
+  o.transport = "node=no_such_provider";
+  auto d = fabrix::domain<fabrix::routed>::create(o);
+  REQUIRE(!d.has_value());
+  CHECK(d.error().message.find("node=no_such_provider") != std::string::npos);
+}
