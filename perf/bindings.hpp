@@ -45,5 +45,6 @@ std::optional<int> open_and_run_ucx(side&, const domain_options&, bool, std::str
 std::optional<int> open_and_run_ofi(side&, const domain_options&, bool, std::string&);
 std::optional<int> open_and_run_verbs(side&, const domain_options&, bool, std::string&);
 std::optional<int> open_and_run_cuda_ipc(side&, const domain_options&, bool, std::string&);
+std::optional<int> open_and_run_routed(side&, const domain_options&, bool, std::string&);
 
 }  // namespace fabrix::perf

@@ -51,7 +51,9 @@ int run_side(const options& opts, bootstrap boot, const char* role, bool reports
   dopts.wakeup = false;
   const bool pick = opts.provider == "auto";
   std::vector<std::string> names;  // in the order tried
-  if (pick) {
+  if (pick && fabrix::detail::env_text("FABRIX_ROUTE") != nullptr) {
+    names.emplace_back("routed");  // as fabrix::open("auto") with a route
+  } else if (pick) {
     // As fabrix::open("auto"): "<name>+staged" entries (cuda/staged_open.hpp)
     // open by name only.
     for (auto n : registered_providers())

@@ -148,11 +148,13 @@ MODE   bw | lat (default: both)
                           gives one; atomics always give one each)
       --report_gbits      bandwidth in Gb/s instead of MB/s (MB = 2^20 bytes)
       --out_json FILE     also write the results as JSON (schema: perf/README.md)
-      --provider NAME     verbs | ucx | ofi | cuda_ipc | auto (default auto: the
-                          first of --list-providers that opens here), or a
+      --provider NAME     verbs | ucx | ofi | cuda_ipc | routed | auto (default
+                          auto: the first of --list-providers that opens here,
+                          or routed where FABRIX_ROUTE is set), or a
                           provider plugin's name (libfabrix-NAME.so on
                           FABRIX_PROVIDER_PATH: runs through any_provider)
-      --transport LIST    UCX_TLS list, or a libfabric provider name
+      --transport LIST    UCX_TLS list, a libfabric provider name, or for
+                          routed its route ("node=ofi:shm net=ucx:tcp")
       --device NAME       device for the provider (mlx5_0, eth0, ...)
       --mem KIND          host | cuda[:N] (default host)
       --alloc WHO         auto | provider | user: who allocates the registered
@@ -284,13 +286,13 @@ parse_outcome parse(int argc, char** argv) {
         // FABRIX_PROVIDER_PATH), loaded here so that a name nothing provides
         // is refused now, not after the bootstrap has waited for the peer.
         const auto compiled = fabrix::registered_providers();
-        if (*v != "auto" && std::find(compiled.begin(), compiled.end(), *v) == compiled.end()) {
+        if (*v != "auto" && *v != "routed" && std::find(compiled.begin(), compiled.end(), *v) == compiled.end()) {
           auto plugin = fabrix::load_provider_plugin(*v);
           if (!plugin) {
             std::string names;
             for (auto n : compiled) names += std::string(n) + ", ";
             return fail("unknown provider in '" + shown + "' (" + names +
-                        "auto, or a provider plugin's name): " + plugin.error().message);
+                        "routed, auto, or a provider plugin's name): " + plugin.error().message);
           }
         }
         o.provider = *v;

@@ -16,3 +16,4 @@
 #if defined(FABRIX_HAVE_CUDA_IPC) && FABRIX_HAVE_CUDA_IPC && __has_include(<fabrix/cuda_ipc.hpp>)
 #include <fabrix/cuda_ipc.hpp>
 #endif
+#include <fabrix/routed.hpp>  // over whichever of the above FABRIX_ROUTE names
