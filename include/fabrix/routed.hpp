@@ -41,6 +41,7 @@
 #pragma once
 
 #include <fabrix/any_provider.hpp>
+#include <fabrix/detail/describe_region.hpp>
 #include <fabrix/detail/env.hpp>
 #include <fabrix/detail/process_identity.hpp>
 #include <fabrix/routed/address.hpp>
@@ -128,13 +129,8 @@ struct routed {
     result<region_impl> register_memory(void* addr, std::size_t len, memory_location where, access rights) {
       auto r = std::make_unique<detail::routed_region_state>();
       remote_buffer& rb = r->remote;
-      rb.provider = id;
-      rb.rights = rights;
-      rb.location = where;
-      rb.address = reinterpret_cast<std::uintptr_t>(addr);
-      rb.length = len;
-      rb.owner = s_->id.nonce;
-      rb.epoch = s_->next_epoch++;
+      rb = detail::describe_region(id, reinterpret_cast<std::uintptr_t>(addr), len, where, rights, s_->id.nonce,
+                                   s_->next_epoch++);
       const bool host = where.kind == memory_kind::host;
       constexpr auto host_classes = detail::class_bit(route_class::node) | detail::class_bit(route_class::net);
       std::optional<error> failed;

@@ -7,6 +7,8 @@
 // completion (not before both), a fence across routes is refused, a flush
 // refused half-way completes nothing later, and forged key bytes are
 // refused at import and at post.
+#include "fake_provider.hpp"
+
 #include <doctest/doctest.h>
 #include <fabrix/fabrix.hpp>
 #include <fabrix/routed.hpp>
@@ -38,7 +40,7 @@ std::vector<fake_state*>& fakes() {
   static std::vector<fake_state*> all;
   return all;
 }
-fake_state& fake(const std::string& transport, std::size_t nth) {
+fake_state& fake_domain(const std::string& transport, std::size_t nth) {
   std::size_t seen = 0;
   for (auto* f : fakes())
     if (f->transport == transport && seen++ == nth) return *f;
@@ -56,15 +58,7 @@ struct fxfake {
                                              .max_sge = 4,
                                              .needs_target_progress = false};
 
-  class region_impl {
-   public:
-    explicit region_impl(fabrix::remote_buffer rb) : rb_(rb) {}
-    const fabrix::remote_buffer& remote() const noexcept { return rb_; }
-    void* descriptor() const noexcept { return nullptr; }
-
-   private:
-    fabrix::remote_buffer rb_;
-  };
+  using region_impl = fake::region_impl;
 
   class endpoint_impl {
    public:
@@ -115,14 +109,8 @@ struct fxfake {
     }
     fabrix::result<region_impl> register_memory(void* addr, std::size_t len, fabrix::memory_location where,
                                                 fabrix::access rights) {
-      fabrix::remote_buffer rb;
-      rb.provider = fabrix::provider_id_of(name);
-      rb.rights = rights;
-      rb.location = where;
-      rb.address = reinterpret_cast<std::uintptr_t>(addr);
-      rb.length = len;
-      rb.owner = s_->id.nonce;
-      rb.epoch = ++epoch_;
+      auto rb = fabrix::detail::describe_region(fabrix::provider_id_of(name), reinterpret_cast<std::uintptr_t>(addr),
+                                                len, where, rights, s_->id.nonce, ++epoch_);
       rb.key_size = 4;
       rb.seal = rb.compute_seal(s_->id.secret);
       return region_impl(rb);
@@ -182,8 +170,8 @@ TEST_CASE("routed: operations take the route of their remote memory; a flush ove
   auto qp = a.connect(b.address().value()).value();
   CHECK(qp.describe() ==
         "host memory: fxfake:host (peer on this node); device memory: fxfake:dev (gpu route to a peer on this node)");
-  fake_state& host = fake("host", 0);
-  fake_state& dev = fake("dev", 0);
+  fake_state& host = fake_domain("host", 0);
+  fake_state& dev = fake_domain("dev", 0);
 
   std::vector<std::byte> src(64, std::byte{7}), dst(64), dsrc(64, std::byte{9}), ddst(64);
   auto ms = a.register_memory(src, fabrix::access::local).value();
@@ -269,7 +257,7 @@ TEST_CASE("routed: a queue pair that used one route flushes through that provide
   std::vector<std::byte> src(16), dst(16);
   auto ms = a.register_memory(src, fabrix::access::local).value();
   auto md = b.register_memory(dst, fabrix::access::all_remote).value();
-  fake_state& dev = fake("dev", 0);
+  fake_state& dev = fake_domain("dev", 0);
   CHECK(qp.write(ms.slice(0, 16), md.remote().whole(), 1, fabrix::op_options::fence) == fabrix::status::ok);
   CHECK(qp.flush(2) == fabrix::status::ok);
   CHECK(dev.posts == 0);
