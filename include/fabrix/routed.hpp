@@ -224,7 +224,7 @@ struct routed {
       auto a = detail::decode_routed_address(peer);
       if (!a) return unexpected(std::move(a).error());
       const bool same_node = a->node == s_->node;
-      endpoint_impl ep(s_.get(), a->nonce, a->secret);
+      endpoint_impl ep(s_.get(), a->nonce, a->secret, runtime_caps().max_sge);
       const route_class want = same_node ? route_class::node : route_class::net;
       const route_class other = same_node ? route_class::net : route_class::node;
       std::string why = same_node ? "peer on this node" : "peer on another node";

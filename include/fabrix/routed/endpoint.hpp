@@ -16,7 +16,12 @@
 // local slice; for a remote_key, one table lookup; for a remote_buffer
 // named directly, its routed seal is checked and the provider's entry
 // decoded (import it to pay that once). Batches go to the provider in runs
-// of up to batch_size operations of one route. Nothing allocates.
+// of up to batch_size operations of one route. Nothing allocates per
+// operation: the scratch for rewritten operations and gather lists is sized
+// at connect (the domain's scatter-gather limit), and the one for decoded
+// remote_buffers (batch_size of them, about 9 KiB) on the queue pair's
+// first operation that names a remote_buffer, so queue pairs that use
+// imported keys only never hold it.
 #pragma once
 
 #include <fabrix/any_provider.hpp>
@@ -48,13 +53,13 @@ class routed_endpoint {
  public:
   static constexpr std::size_t batch_size = 16;
   static constexpr std::size_t host = 0, device = 1;
-  static constexpr std::size_t max_gather = 1024;  // any provider's max_sge at most
 
-  routed_endpoint(routed_state* s, std::uint64_t peer_nonce, const seal_key& peer_secret)
+  // max_sge: the routed domain's scatter-gather limit (the core refuses
+  // longer gather lists before they reach post()).
+  routed_endpoint(routed_state* s, std::uint64_t peer_nonce, const seal_key& peer_secret, std::uint32_t max_sge)
       : s_(s), peer_nonce_(peer_nonce), peer_secret_(peer_secret) {
     ops_.reserve(batch_size);
-    buffers_.resize(batch_size);
-    gather_.reserve(max_gather);
+    gather_.reserve(max_sge);
   }
 
   // Adds the provider endpoint for `route` (host or device).
@@ -203,6 +208,7 @@ class routed_endpoint {
         if (e == nullptr || e->route != r) return status::invalid_argument;
         t.remote.key = &e->key;
       } else {
+        if (buffers_.empty()) buffers_.resize(batch_size);  // once per queue pair
         remote_buffer& sub = buffers_[slot];
         if (!peers(*o.remote.buffer) || !routed_sub_buffer(*o.remote.buffer, route.peer_sub, sub))
           return status::invalid_argument;
@@ -253,7 +259,7 @@ class routed_endpoint {
   std::uint8_t used_ = 0;                               // bit per route an operation went out on
   import_table<entry> imports_;
   std::vector<operation> ops_;          // one batch, rewritten
-  std::vector<remote_buffer> buffers_;  // the provider's remote_buffer per batch slot
+  std::vector<remote_buffer> buffers_;  // the provider's remote_buffer per batch slot (made on first use)
   std::vector<local_slice> gather_;     // one gather list, rewritten
 };
 
