@@ -18,7 +18,9 @@
 // cuda_ipc where it opens. Every process of a job uses the same routes:
 // connect() refuses a peer that has no provider domain of the same provider
 // and transport for the route it needs. domain_options::device is not
-// passed to the providers (it names one provider's device).
+// passed to the providers (it names one provider's device); a route names
+// its devices itself ("net=ofi:tcp@eth0,eth1": two rails, large writes and
+// reads striped over them; routed/endpoint.hpp).
 //
 // Whether a peer shares this node: detail::node_id() (host name and network
 // namespace, or FABRIX_NODE_ID; process_identity.hpp), carried in the
@@ -87,6 +89,8 @@ struct routed {
       const std::string text = env ? std::string(env) : opts.transport;
       auto s = std::make_unique<detail::routed_state>();
       s->node = detail::node_id();
+      if (std::string why; !s->read_environment(why))
+        return unexpected(status::invalid_argument, why, std::string(name));
       if (!text.empty()) {
         auto config = route_config::parse(text);
         if (!config) return unexpected(std::move(config).error());
@@ -108,15 +112,15 @@ struct routed {
           tried += (tried.empty() ? "" : "; ") + ch.text() + ": " + e.error().describe();
         }
       };
-      first_that_opens(route_class::node, {{"ucx", ""}, {"ofi", "shm"}});
+      first_that_opens(route_class::node, {{"ucx", "", {}}, {"ofi", "shm", {}}});
       std::vector<route_choice> network;
       for (const auto& e : detail::providers_by_priority())
-        if (e.name != name && e.name != "cuda_ipc") network.push_back({std::string(e.name), ""});
+        if (e.name != name && e.name != "cuda_ipc") network.push_back({std::string(e.name), "", {}});
       first_that_opens(route_class::net, network);
       if (s->subs.empty())
         return unexpected(status::unsupported, "no provider opened for any route: " + tried, std::string(name));
-      if (std::find(network.begin(), network.end(), route_choice{"cuda_ipc", ""}) == network.end())
-        first_that_opens(route_class::gpu, {{"cuda_ipc", ""}});
+      if (std::find(network.begin(), network.end(), route_choice{"cuda_ipc", "", {}}) == network.end())
+        first_that_opens(route_class::gpu, {{"cuda_ipc", "", {}}});
       return domain_impl(std::move(s));
     }
 
@@ -168,19 +172,39 @@ struct routed {
       return region_impl(std::move(r));
     }
 
-    // Every provider domain's completions; the flushes of a joined flush are
-    // consumed here and its one completion returned in their place.
+    // Every provider domain's completions; the parts of a joined operation
+    // are consumed here and its one completion returned in their place.
+    // Joins failed by a rail going down come first.
     std::size_t poll(std::span<completion> out) {
+      std::size_t w = 0;
+      while (!s_->failed.empty() && w < out.size()) {
+        out[w++] = s_->failed.back();
+        s_->failed.pop_back();
+      }
       const std::size_t n = s_->subs.size();
       const std::size_t start = s_->poll_start++ % n;
-      std::size_t w = 0;
       for (std::size_t k = 0; k < n && w < out.size(); ++k) {
-        const std::size_t end = w + s_->subs[(start + k) % n].dom->poll(out.subspan(w));
+        const std::size_t at = (start + k) % n;
+        auto& sub = s_->subs[at];
+        const std::size_t end = w + sub.dom->poll(out.subspan(w));
+        if (sub.is_rail)
+          for (std::size_t i = w; i < end; ++i)
+            if (out[i].status == status::ok) {
+              s_->progressed(at, detail::routed_clock::now());
+              break;
+            }
         for (std::size_t i = w; i < end; ++i) {
           if ((out[i].flags & detail::flag_routed) == 0)
             out[w++] = out[i];
-          else if (completion c; s_->finish_join(out[i], c))
+          else if (completion c; s_->finish_join(out[i], static_cast<int>(at), c))
             out[w++] = c;
+        }
+      }
+      if (s_->rails_in_flight()) {
+        s_->check_rails(detail::routed_clock::now());
+        while (!s_->failed.empty() && w < out.size()) {
+          out[w++] = s_->failed.back();
+          s_->failed.pop_back();
         }
       }
       return w;
@@ -212,41 +236,49 @@ struct routed {
         blobs.push_back(std::move(*b));
       }
       for (std::size_t i = 0; i < s_->subs.size(); ++i)
-        a.subs.push_back({s_->subs[i].classes, s_->subs[i].dom->provider(), s_->subs[i].choice.transport, blobs[i]});
+        a.subs.push_back({s_->subs[i].classes, s_->subs[i].rail, s_->subs[i].dom->provider(),
+                          s_->subs[i].choice.transport, blobs[i]});
       return detail::encode_routed_address(a);
     }
 
     // The host route: the node route for a peer on this node, the net route
     // for one on another (each falling back to the other where it is not
-    // configured); the device route: the gpu route to a node-mate, else the
-    // host route where its provider reaches device memory.
+    // configured), each of its rails that the peer has too (rail 0 at
+    // least); the device route: the gpu route to a node-mate, else the host
+    // route where its provider reaches device memory.
     result<endpoint_impl> connect(std::span<const std::byte> peer, std::uint32_t peer_id) {
       auto a = detail::decode_routed_address(peer);
       if (!a) return unexpected(std::move(a).error());
       const bool same_node = a->node == s_->node;
       endpoint_impl ep(s_.get(), a->nonce, a->secret, runtime_caps().max_sge);
-      const route_class want = same_node ? route_class::node : route_class::net;
+      route_class want = same_node ? route_class::node : route_class::net;
       const route_class other = same_node ? route_class::net : route_class::node;
       std::string why = same_node ? "peer on this node" : "peer on another node";
-      int mine = s_->class_sub[static_cast<std::size_t>(want)];
-      if (mine < 0) {
-        mine = s_->class_sub[static_cast<std::size_t>(other)];
+      if (s_->route_of(want).rails == 0) {
         why += ", no " + std::string(to_string(want)) + " route configured";
+        want = other;
       }
-      auto host = connect_sub(*a, mine, want, peer_id, why);
-      if (!host) return unexpected(std::move(host).error());
-      ep.set_route(endpoint_impl::host, std::move(host->first), std::move(host->second));
-      const int gpu = s_->class_sub[static_cast<std::size_t>(route_class::gpu)];
+      const detail::routed_class_route& host = s_->route_of(want);
+      for (std::size_t rail = 0; rail < host.rails; ++rail) {
+        const int mine = host.subs[rail];
+        if (rail > 0 && peer_sub(*a, mine, want) < 0) break;  // the peer has fewer rails
+        auto e = connect_sub(*a, mine, want, peer_id, why);
+        if (!e) return unexpected(std::move(e).error());
+        ep.add_rail(endpoint_impl::host, mine, e->first, std::move(e->second));
+      }
+      ep.set_why(endpoint_impl::host, why);
+      const detail::routed_class_route& gpu_route = s_->route_of(route_class::gpu);
+      const int gpu = gpu_route.rails > 0 ? gpu_route.subs[0] : -1;
+      const int mine = host.subs[0];
       if (same_node && gpu >= 0 && gpu != mine && peer_has(*a, gpu, route_class::gpu)) {
         auto dev = connect_sub(*a, gpu, route_class::gpu, peer_id, "gpu route to a peer on this node");
         if (!dev) return unexpected(std::move(dev).error());
-        ep.set_route(endpoint_impl::device, std::move(dev->first), std::move(dev->second));
+        ep.add_rail(endpoint_impl::device, gpu, dev->first, std::move(dev->second));
+        ep.set_why(endpoint_impl::device, "gpu route to a peer on this node");
       } else if (s_->subs[static_cast<std::size_t>(mine)].dom->runtime_caps().gpu == gpu_path::direct) {
         ep.share_route(endpoint_impl::device, endpoint_impl::host, why + "; its provider reaches device memory itself");
       } else {
-        detail::routed_route none;
-        none.why = "none: no provider here reaches this peer's device memory";
-        ep.set_route(endpoint_impl::device, std::move(none), std::nullopt);
+        ep.set_why(endpoint_impl::device, "none: no provider here reaches this peer's device memory");
       }
       return ep;
     }
@@ -283,7 +315,9 @@ struct routed {
         d += " [";
         for (auto c : {route_class::node, route_class::net, route_class::gpu})
           if (sub.classes & detail::class_bit(c)) d += std::string(to_string(c)) + "=";
-        d += sub.dom->describe() + "]";
+        d += sub.dom->describe();
+        if (sub.is_rail) d += " rail " + std::to_string(sub.rail) + (sub.down ? " (down)" : "");
+        d += "]";
       }
       return d;
     }
@@ -291,23 +325,43 @@ struct routed {
    private:
     explicit domain_impl(std::unique_ptr<detail::routed_state> s) : s_(std::move(s)) {}
 
-    // Opens `choice` for class `c`, or shares the domain already open for it.
+    // Opens `choice` for class `c`, one provider domain per device (rail),
+    // or shares one already open for the same provider, transport, device
+    // and rail.
     static result<void> open_sub(detail::routed_state& s, route_class c, const route_choice& choice,
                                  const domain_options& opts) {
-      for (std::size_t i = 0; i < s.subs.size(); ++i) {
-        if (!(s.subs[i].choice == choice)) continue;
-        s.subs[i].classes |= detail::class_bit(c);
-        s.class_sub[static_cast<std::size_t>(c)] = static_cast<int>(i);
-        return {};
+      auto& route = s.classes[static_cast<std::size_t>(c)];
+      const std::size_t rails = std::max<std::size_t>(choice.devices.size(), 1);
+      for (std::size_t rail = 0; rail < rails; ++rail) {
+        route_choice one{choice.provider, choice.transport, {}};
+        if (!choice.devices.empty()) one.devices.push_back(choice.devices[rail]);
+        int found = -1;
+        for (std::size_t i = 0; i < s.subs.size(); ++i)
+          if (s.subs[i].choice == one && s.subs[i].rail == rail) found = static_cast<int>(i);
+        if (found < 0) {
+          if (s.subs.size() == detail::routed_max_subs)
+            return unexpected(status::invalid_argument,
+                              "more than " + std::to_string(detail::routed_max_subs) + " provider domains",
+                              std::string(name));
+          domain_options o = opts;
+          o.provider = one.provider;
+          o.transport = one.transport;
+          o.device = one.devices.empty() ? std::string() : one.devices[0];
+          auto d = any_provider::domain_impl::create(o);
+          if (!d) return unexpected(std::move(d).error());
+          detail::routed_sub sub;
+          sub.choice = std::move(one);
+          sub.rail = static_cast<std::uint8_t>(rail);
+          sub.dom = std::move(*d);
+          s.subs.push_back(std::move(sub));
+          found = static_cast<int>(s.subs.size() - 1);
+        }
+        auto& sub = s.subs[static_cast<std::size_t>(found)];
+        sub.classes |= detail::class_bit(c);
+        sub.is_rail = sub.is_rail || rails > 1;
+        route.subs[rail] = found;
       }
-      domain_options o = opts;
-      o.provider = choice.provider;
-      o.transport = choice.transport;
-      o.device.clear();
-      auto d = any_provider::domain_impl::create(o);
-      if (!d) return unexpected(std::move(d).error());
-      s.subs.push_back({choice, detail::class_bit(c), std::move(*d)});
-      s.class_sub[static_cast<std::size_t>(c)] = static_cast<int>(s.subs.size() - 1);
+      route.rails = static_cast<std::uint8_t>(rails);
       return {};
     }
 
@@ -317,7 +371,9 @@ struct routed {
       const auto& sub = s_->subs[static_cast<std::size_t>(mine)];
       int found = -1;
       for (std::size_t j = 0; j < a.subs.size(); ++j) {
-        if (a.subs[j].provider != sub.dom->provider() || a.subs[j].transport != sub.choice.transport) continue;
+        if (a.subs[j].provider != sub.dom->provider() || a.subs[j].transport != sub.choice.transport ||
+            a.subs[j].rail != sub.rail)
+          continue;
         if (a.subs[j].classes & detail::class_bit(c)) return static_cast<int>(j);
         if (found < 0) found = static_cast<int>(j);
       }
@@ -328,8 +384,11 @@ struct routed {
       return j >= 0 && (a.subs[static_cast<std::size_t>(j)].classes & detail::class_bit(c)) != 0;
     }
 
-    result<std::pair<detail::routed_route, std::optional<any_provider::endpoint_impl>>> connect_sub(
-        const detail::routed_address& a, int mine, route_class c, std::uint32_t peer_id, std::string why) {
+    // Connects our provider domain `mine` to the peer's matching one: the
+    // peer's index, and the provider endpoint.
+    result<std::pair<std::uint8_t, any_provider::endpoint_impl>> connect_sub(const detail::routed_address& a, int mine,
+                                                                             route_class c, std::uint32_t peer_id,
+                                                                             const std::string& why) {
       const int j = peer_sub(a, mine, c);
       auto& sub = s_->subs[static_cast<std::size_t>(mine)];
       if (j < 0) {
@@ -345,11 +404,7 @@ struct routed {
       }
       auto e = sub.dom->connect(a.subs[static_cast<std::size_t>(j)].blob, peer_id);
       if (!e) return unexpected(std::move(e).error());
-      detail::routed_route r;
-      r.sub = mine;
-      r.peer_sub = static_cast<std::uint8_t>(j);
-      r.why = std::move(why);
-      return std::pair{std::move(r), std::optional<any_provider::endpoint_impl>(std::move(*e))};
+      return std::pair{static_cast<std::uint8_t>(j), std::move(*e)};
     }
 
     std::unique_ptr<detail::routed_state> s_;

@@ -6,17 +6,25 @@
 // memory kind, a flush after both is one flush per provider joined into one
 // completion (not before both), a fence across routes is refused, a flush
 // refused half-way completes nothing later, and forged key bytes are
-// refused at import and at post.
+// refused at import and at post. Then rails (a route over two fake
+// devices): large writes and reads striped into one completion, every byte
+// in place, a flush over both rails, a stripe refused half-way, a rail
+// that stops completing marked down (its operation fails with timed_out,
+// the next go over the other rail), and a peer that stalls both rails
+// marking none down.
 #include "fake_provider.hpp"
 
 #include <doctest/doctest.h>
 #include <fabrix/fabrix.hpp>
 #include <fabrix/routed.hpp>
 
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -29,6 +37,7 @@ struct fake_state {
   std::vector<fabrix::operation> held_flushes;  // completed by release_flushes()
   int posts = 0;
   bool hold_flushes = false;
+  bool hold_all = false;     // nothing completes (a rail that died) until release_flushes()
   bool refuse_next = false;  // the next post returns again
 
   void release_flushes() {
@@ -71,13 +80,16 @@ struct fxfake {
       }
       for (const auto& o : ops) {
         ++s_->posts;
-        if (o.code == fabrix::opcode::flush && s_->hold_flushes) {
+        if ((o.code == fabrix::opcode::flush && s_->hold_flushes) || s_->hold_all) {
           s_->held_flushes.push_back(o);
         } else {
-          if (o.code == fabrix::opcode::write) {
+          if (o.code == fabrix::opcode::write || o.code == fabrix::opcode::read) {
             const fabrix::remote_buffer* rb = o.remote.buffer;
-            const std::uint64_t base = rb ? rb->address : o.remote.key->address;
-            std::memcpy(reinterpret_cast<void*>(base + o.remote.offset), o.local.address, o.local.length);
+            auto* remote = reinterpret_cast<std::byte*>((rb ? rb->address : o.remote.key->address) + o.remote.offset);
+            if (o.code == fabrix::opcode::write)
+              std::memcpy(remote, o.local.address, o.local.length);
+            else
+              std::memcpy(o.local.address, remote, o.local.length);
           }
           s_->done.push_back({.token = o.token, .bytes = o.local.length, .op = o.code, .flags = o.flags});
         }
@@ -98,7 +110,7 @@ struct fxfake {
    public:
     static fabrix::result<domain_impl> create(const fabrix::domain_options& o) {
       auto s = std::make_unique<fake_state>();
-      s->transport = o.transport;
+      s->transport = o.device.empty() ? o.transport : o.transport + "@" + o.device;
       fakes().push_back(s.get());
       return domain_impl(std::move(s));
     }
@@ -295,6 +307,204 @@ TEST_CASE("routed: address blobs that are short, long or malformed are refused")
   CHECK(!fabrix::detail::decode_routed_address(longer).has_value());
   CHECK(fabrix::detail::decode_routed_address(blob).has_value());
   auto bad = blob;
-  bad[38] = std::byte{9};  // provider entries
+  bad[38] = std::byte{fabrix::detail::routed_max_subs + 1};  // provider entries
   CHECK(!fabrix::detail::decode_routed_address(bad).has_value());
+}
+
+namespace {
+
+// Sets an environment variable for one scope.
+struct scoped_env {
+  std::string name;
+  scoped_env(const char* n, const char* v) : name(n) { ::setenv(n, v, 1); }
+  ~scoped_env() { ::unsetenv(name.c_str()); }
+  scoped_env(const scoped_env&) = delete;
+  scoped_env& operator=(const scoped_env&) = delete;
+};
+
+std::byte pattern_byte(std::size_t i, unsigned seed) {
+  return static_cast<std::byte>((i * 31 + seed * 7 + i / 251) & 0xff);
+}
+
+}  // namespace
+
+TEST_CASE("routed: route texts with devices (rails) parse, and malformed device lists are refused") {
+  auto c = fabrix::route_config::parse("node=ofi:shm net=ofi:tcp;ofi_rxm@eth0,eth1").value();
+  REQUIRE(c[fabrix::route_class::net]);
+  CHECK(c[fabrix::route_class::net]->transport == "tcp;ofi_rxm");
+  CHECK(c[fabrix::route_class::net]->devices == std::vector<std::string>{"eth0", "eth1"});
+  CHECK(c.text() == "node=ofi:shm net=ofi:tcp;ofi_rxm@eth0,eth1");
+  CHECK(fabrix::route_config::parse("net=verbs@mlx5_0:1").value()[fabrix::route_class::net]->devices ==
+        std::vector<std::string>{"mlx5_0:1"});
+  for (const char* bad : {"net=ofi:tcp@", "net=ofi:tcp@a,", "net=ofi:tcp@a,,b", "net=ofi:tcp@a,a",
+                          "net=ofi:tcp@a,b,c,d,e", "node=ofi net=ucx gpu=cuda_ipc@0,1", "net=@a"}) {
+    auto r = fabrix::route_config::parse(bad);
+    CHECK_MESSAGE(!r.has_value(), bad);
+    if (!r) CHECK(r.error().code == fabrix::status::invalid_argument);
+  }
+}
+
+TEST_CASE(
+    "routed: rails: large writes and reads are striped into one completion; a rail that stops completing "
+    "goes down") {
+  scoped_env timeout("FABRIX_RAIL_TIMEOUT_MS", "100");
+  scoped_env stripe("FABRIX_STRIPE_MIN", "1k");
+  fabrix::domain_options o;
+  o.transport = "net=fxfake:host@r0,r1";
+  auto a = routed_domain::create(o).value();
+  auto b = routed_domain::create(o).value();
+  auto qp = a.connect(b.address().value()).value();
+  CHECK(qp.describe() ==
+        "host memory: fxfake:host@r0,r1 (peer on this node, no node route configured; 2 rails, writes and reads "
+        "from 1024 bytes striped); device memory: none: no provider here reaches this peer's device memory");
+  fake_state& r0 = fake_domain("host@r0", 0);
+  fake_state& r1 = fake_domain("host@r1", 0);
+
+  constexpr std::size_t size = 64 * 1024;
+  std::vector<std::byte> src(size), dst(size), back(size);
+  for (std::size_t i = 0; i < size; ++i) src[i] = pattern_byte(i, 1);
+  auto ms = a.register_memory(src, fabrix::access::local).value();
+  auto mb = a.register_memory(back, fabrix::access::local).value();
+  auto md = b.register_memory(dst, fabrix::access::all_remote).value();
+
+  // A write of the whole region: one stripe per rail, one completion with all its bytes.
+  CHECK(qp.write(ms.slice(0, size), md.remote().whole(), 1) == fabrix::status::ok);
+  CHECK(r0.posts == 1);
+  CHECK(r1.posts == 1);
+  auto got = drain(a);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].token == 1);
+  CHECK(got[0].status == fabrix::status::ok);
+  CHECK(got[0].op == fabrix::opcode::write);
+  CHECK(got[0].bytes == size);
+  CHECK(got[0].flags == 0);
+  CHECK(dst == src);
+
+  // An odd length at an odd offset, read back striped: every byte lands where it belongs.
+  for (std::size_t i = 0; i < size; ++i) src[i] = pattern_byte(i, 2);
+  CHECK(qp.write(ms.slice(100, 10001), md.remote().slice(333, 10001), 2) == fabrix::status::ok);
+  CHECK(qp.read(mb.slice(7, 10001), md.remote().slice(333, 10001), 3) == fabrix::status::ok);
+  CHECK(r0.posts == 3);
+  CHECK(r1.posts == 3);
+  got = drain(a);
+  REQUIRE(got.size() == 2);
+  CHECK(got[0].bytes + got[1].bytes == 20002);
+  CHECK(std::memcmp(dst.data() + 333, src.data() + 100, 10001) == 0);
+  CHECK(std::memcmp(back.data() + 7, src.data() + 100, 10001) == 0);
+
+  // Below the threshold: whole, on rail 0. Unsignaled: striped, no
+  // completion, counted in finished() once both stripes are done. Through
+  // an imported key: striped.
+  CHECK(qp.write(ms.slice(0, 512), md.remote().slice(0, 512), 4) == fabrix::status::ok);
+  CHECK(r0.posts == 4);
+  CHECK(r1.posts == 3);
+  const std::uint64_t finished = qp.finished();
+  CHECK(qp.write(ms.slice(0, size), md.remote().whole(), 5, fabrix::op_options::unsignaled) == fabrix::status::ok);
+  CHECK(r0.posts == 5);
+  CHECK(r1.posts == 4);
+  auto key = qp.import(md.remote()).value();
+  CHECK(qp.write(ms.slice(0, size), key.whole(), 6) == fabrix::status::ok);
+  CHECK(r0.posts == 6);
+  CHECK(r1.posts == 5);
+  got = drain(a);
+  REQUIRE(got.size() == 2);  // 4 and 6: 5 is unsignaled
+  CHECK(got[0].token + got[1].token == 10);
+  CHECK(qp.finished() == finished + 1);
+  CHECK(dst == src);
+
+  // A fence after stripes went over both rails: refused (it orders one provider endpoint).
+  CHECK(qp.write(ms.slice(0, 8), md.remote().slice(0, 8), 7, fabrix::op_options::fence) == fabrix::status::unsupported);
+  // A flush covers both rails, one completion once both finished.
+  r0.hold_flushes = r1.hold_flushes = true;
+  CHECK(qp.flush(8) == fabrix::status::ok);
+  CHECK(r0.held_flushes.size() == 1);
+  CHECK(r1.held_flushes.size() == 1);
+  r0.release_flushes();
+  CHECK(drain(a).empty());
+  r1.release_flushes();
+  got = drain(a);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].token == 8);
+  CHECK(got[0].op == fabrix::opcode::flush);
+  r0.hold_flushes = r1.hold_flushes = false;
+
+  // Rail 1 refuses its stripe: again, rail 0's stripe completes nothing;
+  // the operation posted again completes once.
+  r1.refuse_next = true;
+  CHECK(qp.write(ms.slice(0, size), md.remote().whole(), 9) == fabrix::status::again);
+  CHECK(drain(a).empty());
+  CHECK(qp.write(ms.slice(0, size), md.remote().whole(), 10) == fabrix::status::ok);
+  got = drain(a);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].token == 10);
+
+  // Rail 1 stops completing: the striped write waiting on it fails with
+  // timed_out once rail 1 has gone FABRIX_RAIL_TIMEOUT_MS without a
+  // completion, and rail 1 is down for this domain's queue pairs.
+  r1.hold_all = true;
+  for (std::size_t i = 0; i < size; ++i) src[i] = pattern_byte(i, 3);
+  CHECK(qp.write(ms.slice(0, size), md.remote().whole(), 11) == fabrix::status::ok);
+  CHECK(drain(a).empty());
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  got = drain(a);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].token == 11);
+  CHECK(got[0].status == fabrix::status::timed_out);
+  CHECK(got[0].bytes == 0);
+  CHECK(qp.describe().find("down: r1") != std::string::npos);
+  CHECK(a.describe().find("rail 1 (down)") != std::string::npos);
+  // The same write again goes whole over rail 0 and completes. The first
+  // flush fails (what went over rail 1 is unknown), the next waits on rail
+  // 0 only.
+  const int r1_posts = r1.posts;
+  CHECK(qp.write(ms.slice(0, size), md.remote().whole(), 12) == fabrix::status::ok);
+  CHECK(qp.flush(13) == fabrix::status::ok);
+  got = drain(a);
+  REQUIRE(got.size() == 2);
+  for (const auto& c : got) CHECK(c.status == (c.token == 13 ? fabrix::status::timed_out : fabrix::status::ok));
+  CHECK(got[0].token + got[1].token == 25);
+  CHECK(qp.flush(14) == fabrix::status::ok);
+  got = drain(a);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].token == 14);
+  CHECK(got[0].status == fabrix::status::ok);
+  CHECK(r1.posts == r1_posts);
+  CHECK(dst == src);
+  // Rail 1's late completion of the failed write reports nothing more.
+  r1.hold_all = false;
+  r1.release_flushes();
+  CHECK(drain(a).empty());
+  CHECK(qp.release(key) == fabrix::status::ok);
+}
+
+TEST_CASE("routed: rails: a peer that stalls every rail alike marks none down") {
+  scoped_env timeout("FABRIX_RAIL_TIMEOUT_MS", "50");
+  scoped_env stripe("FABRIX_STRIPE_MIN", "1k");
+  fabrix::domain_options o;
+  o.transport = "net=fxfake:host@r0,r1";
+  auto a = routed_domain::create(o).value();
+  auto b = routed_domain::create(o).value();
+  auto qp = a.connect(b.address().value()).value();
+  fake_state& r0 = fake_domain("host@r0", 0);
+  fake_state& r1 = fake_domain("host@r1", 0);
+  std::vector<std::byte> src(8192, std::byte{5}), dst(8192);
+  auto ms = a.register_memory(src, fabrix::access::local).value();
+  auto md = b.register_memory(dst, fabrix::access::all_remote).value();
+  r0.hold_all = r1.hold_all = true;
+  CHECK(qp.write(ms.slice(0, 8192), md.remote().whole(), 1) == fabrix::status::ok);
+  std::this_thread::sleep_for(std::chrono::milliseconds(120));
+  CHECK(drain(a).empty());
+  CHECK(qp.describe().find("down") == std::string::npos);
+  r0.hold_all = r1.hold_all = false;
+  r0.release_flushes();
+  r1.release_flushes();
+  auto got = drain(a);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].status == fabrix::status::ok);
+  CHECK(got[0].token == 1);
+  // Bad values of the variables: the domain is refused, naming them.
+  scoped_env bad("FABRIX_STRIPE_MIN", "lots");
+  auto refused = routed_domain::create(o);
+  REQUIRE(!refused.has_value());
+  CHECK(refused.error().message.find("FABRIX_STRIPE_MIN") != std::string::npos);
 }

@@ -1,8 +1,10 @@
 // The address blob of a routed domain: who it is, which node it runs on,
 // and the address blob of each provider domain it holds.
-//   "FXRT" u16 version  u64 nonce  u64 node  u8[16] secret  u8 count
-//   count x { u8 classes (bit per route_class)  u16 provider id
+//   "FXRT" u16 version (2)  u64 nonce  u64 node  u8[16] secret  u8 count
+//   count x { u8 classes (bit per route_class)  u8 rail  u16 provider id
 //             u8 length + transport  u32 length + the provider's blob }
+// A rail is the provider domain's position in its route's device list (0
+// where the route has one); a peer's rail i connects to ours.
 // The secret seals the routed domain's remote_buffers, as every provider's
 // does (remote_buffer.hpp); each provider's own blob carries its own.
 #pragma once
@@ -11,6 +13,7 @@
 #include <fabrix/detail/little_endian.hpp>
 #include <fabrix/detail/siphash.hpp>
 #include <fabrix/result.hpp>
+#include <fabrix/routed/config.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -22,10 +25,13 @@
 
 namespace fabrix::detail {
 
-inline constexpr std::size_t routed_max_subs = 3;  // one per route_class at most
+// Rails on the node and net routes, one gpu domain.
+inline constexpr std::size_t routed_max_subs = 2 * routed_max_rails + 1;
+inline constexpr std::uint16_t routed_address_version = 2;
 
 struct routed_sub_address {
   std::uint8_t classes = 0;  // bit (1 << route_class)
+  std::uint8_t rail = 0;
   provider_id provider = provider_id::none;
   std::string transport;
   std::span<const std::byte> blob;  // points into the parsed blob
@@ -40,17 +46,18 @@ struct routed_address {
 
 inline std::vector<std::byte> encode_routed_address(const routed_address& a) {
   std::size_t size = 4 + 2 + 8 + 8 + 16 + 1;
-  for (const auto& s : a.subs) size += 1 + 2 + 1 + s.transport.size() + 4 + s.blob.size();
+  for (const auto& s : a.subs) size += 1 + 1 + 2 + 1 + s.transport.size() + 4 + s.blob.size();
   std::vector<std::byte> out(size);
   le_writer w(out.data());
   w.put_bytes(reinterpret_cast<const std::byte*>("FXRT"), 4);
-  w.put<std::uint16_t>(1);
+  w.put<std::uint16_t>(routed_address_version);
   w.put<std::uint64_t>(a.nonce);
   w.put<std::uint64_t>(a.node);
   w.put_bytes(reinterpret_cast<const std::byte*>(a.secret.data()), a.secret.size());
   w.put<std::uint8_t>(static_cast<std::uint8_t>(a.subs.size()));
   for (const auto& s : a.subs) {
     w.put<std::uint8_t>(s.classes);
+    w.put<std::uint8_t>(s.rail);
     w.put<std::uint16_t>(static_cast<std::uint16_t>(s.provider));
     w.put<std::uint8_t>(static_cast<std::uint8_t>(s.transport.size()));
     w.put_bytes(reinterpret_cast<const std::byte*>(s.transport.data()), s.transport.size());
@@ -76,7 +83,7 @@ inline result<routed_address> decode_routed_address(std::span<const std::byte> b
   const std::byte* head = take(4 + 2 + 8 + 8 + 16 + 1);
   if (head == nullptr) return bad(std::to_string(blob.size()) + " bytes is too short");
   if (std::memcmp(head, "FXRT", 4) != 0) return bad("bad magic");
-  if (load_le<std::uint16_t>(head + 4) != 1) return bad("unknown version");
+  if (load_le<std::uint16_t>(head + 4) != routed_address_version) return bad("unknown version");
   routed_address a;
   a.nonce = load_le<std::uint64_t>(head + 6);
   a.node = load_le<std::uint64_t>(head + 14);
@@ -84,12 +91,14 @@ inline result<routed_address> decode_routed_address(std::span<const std::byte> b
   const auto count = static_cast<std::uint8_t>(head[38]);
   if (count == 0 || count > routed_max_subs) return bad(std::to_string(count) + " provider entries");
   for (unsigned i = 0; i < count; ++i) {
-    const std::byte* fixed = take(4);
+    const std::byte* fixed = take(5);
     if (fixed == nullptr) return bad("truncated entry");
     routed_sub_address s;
     s.classes = static_cast<std::uint8_t>(fixed[0]);
-    s.provider = static_cast<provider_id>(load_le<std::uint16_t>(fixed + 1));
-    const auto tlen = static_cast<std::uint8_t>(fixed[3]);
+    s.rail = static_cast<std::uint8_t>(fixed[1]);
+    if (s.rail >= routed_max_rails) return bad("rail " + std::to_string(s.rail));
+    s.provider = static_cast<provider_id>(load_le<std::uint16_t>(fixed + 2));
+    const auto tlen = static_cast<std::uint8_t>(fixed[4]);
     const std::byte* t = take(tlen);
     const std::byte* blen_at = t ? take(4) : nullptr;
     if (blen_at == nullptr) return bad("truncated entry");

@@ -1,27 +1,47 @@
-// A routed queue pair's endpoint: one provider endpoint for the peer's host
-// memory (and messages), and one for its device memory where another
-// provider serves that (cuda_ipc on the same node). Each operation goes to
-// the route of the memory kind of its remote side (send, recv and flush to
-// the host route), rewritten to that provider's registration and key; the
-// provider sees an ordinary operation of its own domain.
+// A routed queue pair's endpoint: provider endpoints for the peer's host
+// memory (and messages), one per rail of that route, and one for its device
+// memory where another provider serves that (cuda_ipc on the same node).
+// Each operation goes to the route of the memory kind of its remote side
+// (send, recv and flush to the host route), rewritten to that provider's
+// registration and key; the provider sees an ordinary operation of its own
+// domain.
 //
-// Ordering: operations of one route keep that provider's order. A flush
-// covers every route this queue pair has used: with one, it is that
-// provider's flush; with two, a flush on each, joined into one completion.
-// A fence orders operations of one route only: an operation with
-// op_options::fence is refused (unsupported) once the queue pair has used
-// the other route (flush and wait instead).
+// Rails (a route over two or more devices, routed/config.hpp): a write or
+// read of one local slice, without fence, of at least
+// routed_state::stripe_min bytes (FABRIX_STRIPE_MIN, default 256 KiB) is
+// split into one contiguous stripe per rail that is up, each posted on its
+// rail (signaled, whatever the operation asked); its one completion comes
+// when every stripe has completed, with the first error (unsignaled: only
+// an error, and finished() counts it then). Every other operation goes whole on one rail: send and recv
+// on rail 0 always (both sides must meet there), the rest on the first rail
+// that is up. A rail that goes down (routed/state.hpp) fails the striped
+// operations and flushes waiting on it with status::timed_out; operations
+// posted whole on it before that complete when its provider reports them.
+// The bytes a failed write was to write are undefined at the target, as
+// for any failed write.
+//
+// Ordering: operations on one provider endpoint keep that provider's
+// order. A flush covers every provider endpoint this queue pair has used:
+// with one (not a rail), it is that provider's flush; otherwise a flush on
+// each, joined into one completion. The first flush after a rail this
+// queue pair used went down completes with status::timed_out (what went
+// over that rail is unknown); later ones cover the rails that are up.
+// A fence orders operations of one provider endpoint only: an operation
+// with op_options::fence is refused (unsupported) once the queue pair has
+// used another one (a striped operation uses several; flush and wait
+// instead).
 //
 // Cost per operation: the route's pick, a copy of the operation and its
 // local slice; for a remote_key, one table lookup; for a remote_buffer
 // named directly, its routed seal is checked and the provider's entry
 // decoded (import it to pay that once). Batches go to the provider in runs
-// of up to batch_size operations of one route. Nothing allocates per
-// operation: the scratch for rewritten operations and gather lists is sized
-// at connect (the domain's scatter-gather limit), and the one for decoded
-// remote_buffers (batch_size of them, about 9 KiB) on the queue pair's
-// first operation that names a remote_buffer, so queue pairs that use
-// imported keys only never hold it.
+// of up to batch_size operations of one provider endpoint. Nothing
+// allocates per operation: the scratch for rewritten operations and gather
+// lists is sized at connect (the domain's scatter-gather limit), and the
+// one for decoded remote_buffers (batch_size of them, about 9 KiB) on the
+// queue pair's first operation that names a remote_buffer, so queue pairs
+// that use imported keys only never hold it. A striped operation takes a
+// join from the domain's fixed pool (none free: status::again).
 #pragma once
 
 #include <fabrix/any_provider.hpp>
@@ -33,6 +53,7 @@
 #include <array>
 #include <bit>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -40,19 +61,21 @@
 
 namespace fabrix::detail {
 
-// Which provider serves one kind of a peer's memory, and why.
+// Which provider endpoints serve one kind of a peer's memory, and why.
 struct routed_route {
-  int sub = -1;               // this domain's provider (index into routed_state::subs)
-  std::uint8_t peer_sub = 0;  // the peer's, in its address blob and key entries
-  int endpoint = -1;          // index into routed_endpoint::endpoints_
+  std::array<int, routed_max_rails> sub{-1, -1, -1, -1};       // this domain's provider, per rail
+  std::array<int, routed_max_rails> endpoint{-1, -1, -1, -1};  // index into routed_endpoint::endpoints_
+  std::array<std::uint8_t, routed_max_rails> peer_sub{};       // the peer's, in its address blob and key entries
+  std::uint8_t rails = 0;
   std::string why;
-  bool usable() const noexcept { return endpoint >= 0; }
+  bool usable() const noexcept { return rails > 0; }
 };
 
 class routed_endpoint {
  public:
   static constexpr std::size_t batch_size = 16;
   static constexpr std::size_t host = 0, device = 1;
+  static constexpr std::size_t max_endpoints = routed_max_rails + 1;
 
   // max_sge: the routed domain's scatter-gather limit (the core refuses
   // longer gather lists before they reach post()).
@@ -60,16 +83,21 @@ class routed_endpoint {
       : s_(s), peer_nonce_(peer_nonce), peer_secret_(peer_secret) {
     ops_.reserve(batch_size);
     gather_.reserve(max_sge);
+    endpoints_.reserve(max_endpoints);
   }
 
-  // Adds the provider endpoint for `route` (host or device).
-  void set_route(std::size_t route, routed_route r, std::optional<any_provider::endpoint_impl> ep) {
-    if (ep) {
-      endpoints_.push_back(std::move(*ep));
-      r.endpoint = static_cast<int>(endpoints_.size() - 1);
-    }
-    routes_[route] = std::move(r);
+  // Adds the provider endpoint of the next rail of `route` (host or device):
+  // this domain's provider domain `sub`, the peer's `peer_sub`.
+  void add_rail(std::size_t route, int sub, std::uint8_t peer_sub, any_provider::endpoint_impl ep) {
+    endpoints_.push_back(std::move(ep));
+    endpoint_sub_[endpoints_.size() - 1] = sub;
+    routed_route& r = routes_[route];
+    r.sub[r.rails] = sub;
+    r.peer_sub[r.rails] = peer_sub;
+    r.endpoint[r.rails] = static_cast<int>(endpoints_.size() - 1);
+    ++r.rails;
   }
+  void set_why(std::size_t route, std::string why) { routes_[route].why = std::move(why); }
   void share_route(std::size_t route, std::size_t with, std::string why) {
     routes_[route] = routes_[with];
     routes_[route].why = std::move(why);
@@ -79,7 +107,18 @@ class routed_endpoint {
     auto one = [&](std::size_t r) {
       const routed_route& x = routes_[r];
       if (!x.usable()) return x.why;
-      return s_->subs[static_cast<std::size_t>(x.sub)].choice.text() + " (" + x.why + ")";
+      const route_choice& first = sub(x.sub[0]).choice;
+      if (x.rails == 1) return first.text() + " (" + x.why + ")";
+      std::string t = first.transport.empty() ? first.provider : first.provider + ":" + first.transport;
+      std::string down;
+      for (std::size_t i = 0; i < x.rails; ++i) {
+        const routed_sub& s = sub(x.sub[i]);
+        const std::string dev = s.choice.devices.empty() ? "(default)" : s.choice.devices[0];
+        t += (i == 0 ? "@" : ",") + dev;
+        if (s.down) down += (down.empty() ? "" : ",") + dev;
+      }
+      return t + " (" + x.why + "; " + std::to_string(x.rails) + " rails, writes and reads from " +
+             std::to_string(s_->stripe_min) + " bytes striped" + (down.empty() ? "" : "; down: " + down) + ")";
     };
     return "host memory: " + one(host) + "; device memory: " + one(device);
   }
@@ -89,28 +128,32 @@ class routed_endpoint {
     std::size_t i = 0;
     while (i < ops.size()) {
       const operation& first = ops[i];
-      if (first.code == opcode::flush) {
-        if (status st = post_flush(first); st != status::ok) return st;
+      const std::size_t r = route_of(first);
+      if (first.code == opcode::flush || striped(first, r)) {
+        const status st = first.code == opcode::flush ? post_flush(first) : post_striped(first, r);
+        if (st != status::ok) return st;
         ++posted;
         ++i;
         continue;
       }
-      const std::size_t r = route_of(first);
+      const std::size_t rail = rail_for(first, r);
       ops_.clear();
       status refused = status::ok;
       std::size_t j = i;
-      while (j < ops.size() && ops_.size() < batch_size && ops[j].code != opcode::flush && route_of(ops[j]) == r) {
+      while (j < ops.size() && ops_.size() < batch_size && ops[j].code != opcode::flush && route_of(ops[j]) == r &&
+             rail_for(ops[j], r) == rail && !striped(ops[j], r)) {
         if (!ops_.empty() && !ops[j].gather.empty()) break;  // a gather list has the scratch slices alone
-        refused = translate(ops[j], r, ops_.size());
+        refused = translate(ops[j], r, rail, ops_.size());
         if (refused != status::ok) break;
         ++j;
         if (!ops[j - 1].gather.empty()) break;
       }
       if (!ops_.empty()) {
+        const int e = routes_[r].endpoint[rail];
         std::size_t sent = 0;
-        const status st = endpoints_[static_cast<std::size_t>(routes_[r].endpoint)].post(ops_, sent);
+        const status st = endpoints_[static_cast<std::size_t>(e)].post(ops_, sent);
         posted += sent;
-        if (sent > 0) used_ |= static_cast<std::uint8_t>(1u << r);
+        if (sent > 0) used_ = static_cast<std::uint16_t>(used_ | (1u << e));
         if (st != status::ok) return st;
       }
       if (refused != status::ok) return refused;
@@ -123,44 +166,71 @@ class routed_endpoint {
     for (auto& e : endpoints_) e.set_default_options(defaults);
   }
   std::uint64_t finished() const noexcept {
-    std::uint64_t n = 0;
+    std::uint64_t n = *striped_finished_;
     for (const auto& e : endpoints_) n += e.finished();
     return n;
   }
 
+  // Imports the provider's key of every rail of the route of `rb`'s memory.
   result<import_ref> import_key(const remote_buffer& rb) {
     const std::size_t r = rb.location.kind == memory_kind::host ? host : device;
+    const routed_route& route = routes_[r];
     std::optional<entry> checked;
-    if (peers(rb) && routes_[r].usable()) {
+    if (peers(rb) && route.usable()) {
       entry e{r, {}};
-      remote_buffer sub;
-      if (routed_sub_buffer(rb, routes_[r].peer_sub, sub)) {
-        auto ref = endpoints_[static_cast<std::size_t>(routes_[r].endpoint)].import_key(sub);
-        if (!ref) return unexpected(std::move(ref).error());
-        e.key.provider = sub.provider;
-        e.key.rights = sub.rights;
-        e.key.location = sub.location;
-        e.key.address = sub.address;
-        e.key.length = sub.length;
-        e.key.ref = *ref;
-        checked = e;
+      std::size_t made = 0;
+      for (; made < route.rails; ++made) {
+        remote_buffer sub;
+        if (!routed_sub_buffer(rb, route.peer_sub[made], sub)) break;
+        auto ref = endpoint_of(r, made).import_key(sub);
+        if (!ref) {
+          (void)release_rails(e, made);
+          return unexpected(std::move(ref).error());
+        }
+        remote_key& k = e.keys[made];
+        k.provider = sub.provider;
+        k.rights = sub.rights;
+        k.location = sub.location;
+        k.address = sub.address;
+        k.length = sub.length;
+        k.ref = *ref;
       }
+      if (made == route.rails)
+        checked = e;
+      else
+        (void)release_rails(e, made);
     }
-    auto ref = import_into(imports_, checked, "routed");
-    if (!ref && checked) (void)endpoints_[static_cast<std::size_t>(routes_[r].endpoint)].release_key(checked->key.ref);
+    const bool made_all = checked.has_value();
+    const entry kept = made_all ? *checked : entry{};
+    auto ref = import_into(imports_, std::move(checked), "routed");
+    if (!ref && made_all) (void)release_rails(kept, routes_[r].rails);
     return ref;
   }
   status release_key(import_ref ref) {
     auto e = imports_.release(ref);
     if (!e) return status::invalid_argument;
-    return endpoints_[static_cast<std::size_t>(routes_[e->route].endpoint)].release_key(e->key.ref);
+    return release_rails(*e, routes_[e->route].rails);
   }
 
  private:
   struct entry {
     std::size_t route = host;
-    remote_key key;  // the provider's key: its ref names the provider endpoint's entry
+    std::array<remote_key, routed_max_rails> keys{};  // per rail: the provider's key, its ref that endpoint's entry
   };
+
+  const routed_sub& sub(int i) const noexcept { return s_->subs[static_cast<std::size_t>(i)]; }
+  any_provider::endpoint_impl& endpoint_of(std::size_t r, std::size_t rail) noexcept {
+    return endpoints_[static_cast<std::size_t>(routes_[r].endpoint[rail])];
+  }
+
+  status release_rails(const entry& e, std::size_t rails) {
+    status first = status::ok;
+    for (std::size_t i = 0; i < rails; ++i) {
+      const status st = endpoint_of(e.route, i).release_key(e.keys[i].ref);
+      if (first == status::ok) first = st;
+    }
+    return first;
+  }
 
   bool peers(const remote_buffer& rb) const noexcept {
     return rb.owner == peer_nonce_ && rb.seal == rb.compute_seal(peer_secret_);
@@ -172,82 +242,179 @@ class routed_endpoint {
     return where.kind == memory_kind::host ? host : device;
   }
 
-  // The provider's local slice for `l` on route `r`; false where that
-  // provider has no registration of its memory.
-  bool local_for(const local_slice& l, std::size_t r, local_slice& out) const noexcept {
+  // The rail an operation posted whole goes on: rail 0 for messages, else
+  // the first that is up (rail 0 where none is).
+  std::size_t rail_for(const operation& o, std::size_t r) const noexcept {
+    if (o.code == opcode::send || o.code == opcode::recv) return 0;
+    const routed_route& x = routes_[r];
+    for (std::size_t i = 0; i < x.rails; ++i)
+      if (!sub(x.sub[i]).down) return i;
+    return 0;
+  }
+
+  std::size_t rails_up(std::size_t r, std::array<std::size_t, routed_max_rails>& up) const noexcept {
+    const routed_route& x = routes_[r];
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < x.rails; ++i)
+      if (!sub(x.sub[i]).down) up[n++] = i;
+    return n;
+  }
+
+  bool striped(const operation& o, std::size_t r) const noexcept {
+    if (routes_[r].rails < 2 || (o.code != opcode::write && o.code != opcode::read) || !o.gather.empty() ||
+        o.local.length < s_->stripe_min || has(o.options, op_options::fence))
+      return false;
+    std::array<std::size_t, routed_max_rails> up{};
+    return rails_up(r, up) > 1;
+  }
+
+  // The provider's local slice for `l` in provider domain `sub_index`;
+  // false where that provider has no registration of its memory.
+  static bool local_for(const local_slice& l, int sub_index, local_slice& out) noexcept {
     const auto* region = static_cast<const routed_region_state*>(l.descriptor);
-    const auto& sub = region->subs[static_cast<std::size_t>(routes_[r].sub)];
-    if (!sub) return false;
+    const auto& reg = region->subs[static_cast<std::size_t>(sub_index)];
+    if (!reg) return false;
     out = l;
-    out.descriptor = sub->descriptor();
-    out.owner = sub->remote().owner;
+    out.descriptor = reg->descriptor();
+    out.owner = reg->remote().owner;
     return true;
   }
 
-  // Appends `o`, rewritten for route `r`, to ops_ (scratch slot `slot`).
-  status translate(const operation& o, std::size_t r, std::size_t slot) {
+  // Appends `o`, rewritten for rail `rail` of route `r`, to ops_ (scratch
+  // slot `slot`).
+  status translate(const operation& o, std::size_t r, std::size_t rail, std::size_t slot) {
     const routed_route& route = routes_[r];
     if (!route.usable()) return status::unsupported;
-    if (has(o.options, op_options::fence) && (used_ & ~static_cast<std::uint8_t>(1u << r)) != 0)
-      return status::unsupported;
+    const int e = route.endpoint[rail];
+    if (has(o.options, op_options::fence) && (used_ & ~(1u << e)) != 0) return status::unsupported;
     operation t = o;
     if (o.gather.empty()) {
-      if (o.code != opcode::flush && !local_for(o.local, r, t.local)) return status::unsupported;
+      if (!local_for(o.local, route.sub[rail], t.local)) return status::unsupported;
     } else {
       gather_.clear();
       for (const auto& l : o.gather) {
         local_slice x;
-        if (gather_.size() == gather_.capacity() || !local_for(l, r, x)) return status::unsupported;
+        if (gather_.size() == gather_.capacity() || !local_for(l, route.sub[rail], x)) return status::unsupported;
         gather_.push_back(x);
       }
       t.gather = gather_;
     }
     if (uses_remote(o.code)) {
       if (const remote_key* k = o.remote.key) {
-        entry* e = imports_.find(k->ref);
-        if (e == nullptr || e->route != r) return status::invalid_argument;
-        t.remote.key = &e->key;
+        entry* en = imports_.find(k->ref);
+        if (en == nullptr || en->route != r) return status::invalid_argument;
+        t.remote.key = &en->keys[rail];
       } else {
         if (buffers_.empty()) buffers_.resize(batch_size);  // once per queue pair
-        remote_buffer& sub = buffers_[slot];
-        if (!peers(*o.remote.buffer) || !routed_sub_buffer(*o.remote.buffer, route.peer_sub, sub))
+        remote_buffer& sub_buffer = buffers_[slot];
+        if (!peers(*o.remote.buffer) || !routed_sub_buffer(*o.remote.buffer, route.peer_sub[rail], sub_buffer))
           return status::invalid_argument;
-        t.remote.buffer = &sub;
+        t.remote.buffer = &sub_buffer;
       }
     }
     ops_.push_back(t);
     return status::ok;
   }
 
-  // One user flush: that provider's where one route was used, else a
-  // flush on each used route joined into one completion.
-  status post_flush(const operation& o) {
-    if (std::popcount(used_) <= 1) {
-      const std::size_t r = used_ == 0 || (used_ & 1u) ? host : device;
-      if (!routes_[r].usable()) return status::unsupported;
-      std::size_t sent = 0;
-      return endpoints_[static_cast<std::size_t>(routes_[r].endpoint)].post(std::span<const operation>(&o, 1), sent);
+  // A write or read as one contiguous stripe per rail that is up (64-byte
+  // aligned splits), joined into one completion. Every stripe is rewritten
+  // before the first is posted, so a bad key or slice refuses the whole
+  // operation; a provider that says again (or fails) after some stripes
+  // went out abandons the join: the caller posts the whole operation again.
+  status post_striped(const operation& o, std::size_t r) {
+    std::array<std::size_t, routed_max_rails> up{};
+    const std::size_t n = rails_up(r, up);
+    const std::uint64_t len = o.local.length;
+    const std::uint64_t chunk = ((len + n - 1) / n + 63) & ~std::uint64_t{63};
+    ops_.clear();
+    std::array<std::size_t, routed_max_rails> rail_of{};
+    for (std::size_t k = 0; k < n && k * chunk < len; ++k) {
+      if (status st = translate(o, r, up[k], ops_.size()); st != status::ok) return st;
+      operation& t = ops_.back();
+      const std::uint64_t at = k * chunk;
+      t.local.address += at;
+      t.local.length = std::min(chunk, len - at);
+      t.remote.offset += at;
+      t.remote.length = t.local.length;
+      rail_of[k] = up[k];
     }
     routed_join* j = s_->joins.take();
     if (j == nullptr) return status::again;
     j->token = o.token;
     j->flags = o.flags;
+    j->op = o.code;
+    j->bytes = len;
+    if (has(o.options, op_options::unsignaled)) j->finished = striped_finished_;
+    for (std::size_t k = 0; k < ops_.size(); ++k) {
+      operation& t = ops_[k];
+      t.token = reinterpret_cast<std::uint64_t>(j);
+      t.flags = flag_routed;
+      t.options = static_cast<op_options>(static_cast<std::uint8_t>(t.options) &
+                                          ~static_cast<std::uint8_t>(op_options::unsignaled));
+      if (status st = post_part(j, routes_[r].endpoint[rail_of[k]], t); st != status::ok) return st;
+    }
+    return status::ok;
+  }
+
+  // One user flush: that provider's where one provider endpoint (not a
+  // rail) was used, else a flush on each used one that is up, joined.
+  status post_flush(const operation& o) {
+    std::uint16_t targets = 0, lost = 0;
+    for (std::size_t e = 0; e < endpoints_.size(); ++e) {
+      if ((used_ & (1u << e)) == 0) continue;
+      std::uint16_t& set = sub(endpoint_sub_[e]).down ? lost : targets;
+      set = static_cast<std::uint16_t>(set | (1u << e));
+    }
+    if (lost != 0) {
+      // What went over a rail that is down since the last flush is unknown:
+      // this flush fails, and later ones cover the rails that are up.
+      if (s_->failed.size() == s_->failed.capacity()) return status::again;
+      completion c{};
+      c.token = o.token;
+      c.flags = o.flags;
+      c.op = opcode::flush;
+      c.status = status::timed_out;
+      s_->failed.push_back(c);
+      used_ = static_cast<std::uint16_t>(used_ & ~lost);
+      return status::ok;
+    }
+    if (targets == 0) {
+      if (!routes_[host].usable()) return status::unsupported;
+      targets = static_cast<std::uint16_t>(1u << routes_[host].endpoint[rail_for(o, host)]);
+    }
+    if (std::popcount(targets) == 1 && !sub(endpoint_sub_[std::countr_zero(targets)]).is_rail) {
+      std::size_t sent = 0;
+      return endpoints_[static_cast<std::size_t>(std::countr_zero(targets))].post(std::span<const operation>(&o, 1),
+                                                                                  sent);
+    }
+    routed_join* j = s_->joins.take();
+    if (j == nullptr) return status::again;
+    j->token = o.token;
+    j->flags = o.flags;
+    j->op = opcode::flush;
     operation inner = op::flush(reinterpret_cast<std::uint64_t>(j));
     inner.flags = flag_routed;
-    for (std::size_t r = host; r <= device; ++r) {
-      if ((used_ & (1u << r)) == 0) continue;
-      std::size_t sent = 0;
-      const status st =
-          endpoints_[static_cast<std::size_t>(routes_[r].endpoint)].post(std::span<const operation>(&inner, 1), sent);
-      if (st != status::ok) {
-        if (j->remaining == 0)
-          s_->joins.give_back(j);
-        else
-          j->abandoned = true;
-        return st;
-      }
-      ++j->remaining;
+    for (std::size_t e = 0; e < endpoints_.size(); ++e) {
+      if ((targets & (1u << e)) == 0) continue;
+      if (status st = post_part(j, static_cast<int>(e), inner); st != status::ok) return st;
     }
+    return status::ok;
+  }
+
+  // Posts one part of join `j` on provider endpoint `e`; on a refusal the
+  // join is given back (nothing posted yet) or abandoned.
+  status post_part(routed_join* j, int e, const operation& part) {
+    std::size_t sent = 0;
+    const status st = endpoints_[static_cast<std::size_t>(e)].post(std::span<const operation>(&part, 1), sent);
+    if (st != status::ok || sent != 1) {
+      if (j->remaining == 0)
+        s_->joins.give_back(j);
+      else
+        j->abandoned = true;
+      return st != status::ok ? st : status::again;
+    }
+    s_->part_posted(j, endpoint_sub_[static_cast<std::size_t>(e)]);
+    used_ = static_cast<std::uint16_t>(used_ | (1u << e));
     return status::ok;
   }
 
@@ -255,8 +422,11 @@ class routed_endpoint {
   std::uint64_t peer_nonce_;
   seal_key peer_secret_;
   std::array<routed_route, 2> routes_{};
-  std::vector<any_provider::endpoint_impl> endpoints_;  // at most 2
-  std::uint8_t used_ = 0;                               // bit per route an operation went out on
+  std::vector<any_provider::endpoint_impl> endpoints_;  // at most max_endpoints
+  std::array<int, max_endpoints> endpoint_sub_{};       // each endpoint's provider domain
+  std::uint16_t used_ = 0;                              // bit per endpoint an operation went out on
+  // Unsignaled striped operations finished (routed_join::finished).
+  std::shared_ptr<std::uint64_t> striped_finished_ = std::make_shared<std::uint64_t>(0);
   import_table<entry> imports_;
   std::vector<operation> ops_;          // one batch, rewritten
   std::vector<remote_buffer> buffers_;  // the provider's remote_buffer per batch slot (made on first use)

@@ -1,5 +1,19 @@
 // The state of a routed domain (routed.hpp): its provider domains, its
-// identity, and the joins that make one flush out of several.
+// identity, the joins that make one completion out of several provider
+// operations (a flush over several routes, a striped write or read), and
+// the health of its rails.
+//
+// Rails: a provider domain that is one of two or more rails of a route is
+// marked down when it has had joined operations (stripes, flushes) in
+// flight for rail_timeout without completing one of them ok, while another
+// rail of the same route has completed something ok since and is not
+// stalled itself (so a peer that is slow or gone, which stalls every rail
+// alike, marks none down). The joins waiting on it then complete at once
+// with status::timed_out (their other parts still finish in their
+// providers, unseen), and no queue pair of this domain puts new operations
+// on it (routed/endpoint.hpp). A rail that is down stays down for the life
+// of the domain. Provider domains that are not rails are never timed here:
+// their providers report their own failures.
 //
 // Lifetime: owned by the routed domain_impl on the heap; endpoints and
 // regions point into it and are destroyed before it (the core keeps the
@@ -8,82 +22,172 @@
 
 #include <fabrix/any_provider.hpp>
 #include <fabrix/detail/domain_identity.hpp>
+#include <fabrix/detail/env.hpp>
 #include <fabrix/detail/slot_pool.hpp>
 #include <fabrix/routed/address.hpp>
 #include <fabrix/routed/config.hpp>
 
 #include <array>
+#include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace fabrix::detail {
 
-// completion::flags bit of the flushes a routed endpoint posts on its
-// providers' endpoints for one user flush: token is a routed_join*.
+// completion::flags bit of the operations a routed endpoint posts on its
+// providers' endpoints as parts of one user operation: token is a
+// routed_join*.
 inline constexpr std::uint8_t flag_routed = 0x20;
 
 inline constexpr std::uint8_t class_bit(route_class c) noexcept {
   return static_cast<std::uint8_t>(1u << static_cast<unsigned>(c));
 }
 
+using routed_clock = std::chrono::steady_clock;
+
 struct routed_sub {
-  route_choice choice;
+  route_choice choice;       // devices: this domain's one device, or none
+  std::uint8_t rail = 0;     // its position in its route's device list
   std::uint8_t classes = 0;  // class_bit per route_class it serves
+  bool is_rail = false;      // one of two or more rails: timed, may go down
+  bool down = false;
+  std::uint32_t joined = 0;  // joined operations in flight on it
+  routed_clock::time_point last_progress{};
   std::optional<any_provider::domain_impl> dom;
 };
 
-// One user flush spread over several provider endpoints: completes, with
-// the user's token and flags and the first error, when all of them have.
-// An abandoned join (its user flush was refused after part of it was
-// posted) completes nothing.
+// The provider domains of one route class, rail 0 first.
+struct routed_class_route {
+  std::array<int, routed_max_rails> subs{-1, -1, -1, -1};
+  std::uint8_t rails = 0;
+};
+
+// One user operation spread over several provider operations: completes,
+// with the user's token, flags, opcode and byte count and the first error,
+// when all of them have (an unsignaled one: only with an error, and counted
+// in its queue pair's finished() either way). An abandoned join (its user
+// operation was refused after part of it was posted) completes nothing; a
+// reported one (failed early: a rail it waited on went down) completes
+// nothing more.
 struct routed_join {
   std::uint64_t token = 0;
+  std::uint64_t bytes = 0;
+  opcode op = opcode::flush;
   std::uint8_t flags = 0;
   std::uint8_t remaining = 0;
+  std::uint16_t pending = 0;  // bit per provider domain with a part in flight
   bool abandoned = false;
+  bool reported = false;
   status result = status::ok;
   std::int32_t native_code = 0;
+  // An unsignaled operation's queue pair's count of them (shared: the queue
+  // pair may close before its parts complete).
+  std::shared_ptr<std::uint64_t> finished;
   routed_join* next_free = nullptr;
 };
 
 struct routed_state {
   static constexpr std::size_t join_capacity = 1024;
+  static_assert(routed_max_subs <= 16, "routed_join::pending has a bit per provider domain");
 
   std::vector<routed_sub> subs;  // at most routed_max_subs
-  std::array<int, route_classes> class_sub{-1, -1, -1};
+  std::array<routed_class_route, route_classes> classes{};
   domain_identity id = draw_domain_identity();
   std::uint64_t node = 0;
   std::uint64_t next_epoch = 1;
   std::size_t poll_start = 0;  // the sub polled first, rotating
   slot_pool<routed_join> joins{join_capacity};
+  std::vector<completion> failed;  // joins reported early, not yet polled (capacity join_capacity)
+  std::chrono::milliseconds rail_timeout{10000};
+  std::uint64_t stripe_min = 256 * 1024;
 
-  const routed_sub* sub_of(route_class c) const noexcept {
-    const int i = class_sub[static_cast<std::size_t>(c)];
-    return i < 0 ? nullptr : &subs[static_cast<std::size_t>(i)];
+  routed_state() { failed.reserve(join_capacity); }
+
+  // FABRIX_RAIL_TIMEOUT_MS and FABRIX_STRIPE_MIN; false, with `why`, for a
+  // value out of range.
+  bool read_environment(std::string& why) {
+    long long ms = rail_timeout.count();
+    if (!env_number("FABRIX_RAIL_TIMEOUT_MS", ms, 1, 24LL * 3600 * 1000, why)) return false;
+    rail_timeout = std::chrono::milliseconds(ms);
+    return env_number("FABRIX_STRIPE_MIN", stripe_min, 1, 1LL << 40, why, true);
   }
 
-  // A provider completion of a join's flush: the user's completion into
-  // `out` when it was the last, true then.
-  bool finish_join(const completion& c, completion& out) noexcept {
+  const routed_class_route& route_of(route_class c) const noexcept { return classes[static_cast<std::size_t>(c)]; }
+
+  // A joined part is about to be posted on `sub`.
+  void part_posted(routed_join* j, int sub) noexcept {
+    auto& s = subs[static_cast<std::size_t>(sub)];
+    if (s.is_rail && s.joined == 0) s.last_progress = routed_clock::now();
+    ++s.joined;
+    ++j->remaining;
+    j->pending = static_cast<std::uint16_t>(j->pending | (1u << sub));
+  }
+
+  // A part of a join completed on `sub`: the user's completion into `out`
+  // when it was the last and the join is to report, true then.
+  bool finish_join(const completion& c, int sub, completion& out) noexcept {
     auto* j = reinterpret_cast<routed_join*>(c.token);
+    --subs[static_cast<std::size_t>(sub)].joined;
+    j->pending = static_cast<std::uint16_t>(j->pending & ~(1u << sub));
     if (c.status != status::ok && j->result == status::ok) {
       j->result = c.status;
       j->native_code = c.native_code;
     }
     if (--j->remaining != 0) return false;
-    const bool report = !j->abandoned;
-    if (report) {
-      out = completion{};
-      out.token = j->token;
-      out.flags = j->flags;
-      out.op = opcode::flush;
-      out.status = j->result;
-      out.native_code = j->native_code;
-    }
+    const bool outcome = !j->abandoned && !j->reported;  // not told before
+    if (outcome && j->finished) ++*j->finished;
+    const bool report = outcome && (!j->finished || j->result != status::ok);
+    if (report) out = user_completion(*j);
     joins.give_back(j);
     return report;
+  }
+
+  completion user_completion(const routed_join& j) const noexcept {
+    completion out{};
+    out.token = j.token;
+    out.flags = j.flags;
+    out.op = j.op;
+    out.bytes = j.result == status::ok ? j.bytes : 0;
+    out.status = j.result;
+    out.native_code = j.native_code;
+    return out;
+  }
+
+  // A rail that completed an operation ok.
+  void progressed(std::size_t sub, routed_clock::time_point now) noexcept { subs[sub].last_progress = now; }
+
+  // Marks down every rail that is stalled while another rail of its route
+  // is not (above), and fails the joins waiting on it.
+  void check_rails(routed_clock::time_point now) noexcept {
+    auto stalled = [&](const routed_sub& s) { return s.joined > 0 && now - s.last_progress >= rail_timeout; };
+    for (std::size_t i = 0; i < subs.size(); ++i) {
+      auto& s = subs[i];
+      if (!s.is_rail || s.down || !stalled(s)) continue;
+      bool another_moves = false;
+      for (const auto& o : subs)
+        if (&o != &s && o.is_rail && !o.down && (o.classes & s.classes) != 0 && o.last_progress > s.last_progress &&
+            !stalled(o))
+          another_moves = true;
+      if (!another_moves) continue;
+      s.down = true;
+      for (routed_join* j = joins.begin(); j != joins.end(); ++j) {
+        if (j->remaining == 0 || (j->pending & (1u << i)) == 0 || j->abandoned || j->reported) continue;
+        j->result = status::timed_out;
+        j->native_code = 0;
+        j->reported = true;
+        if (j->finished) ++*j->finished;
+        failed.push_back(user_completion(*j));
+      }
+    }
+  }
+
+  bool rails_in_flight() const noexcept {
+    for (const auto& s : subs)
+      if (s.is_rail && !s.down && s.joined > 0) return true;
+    return false;
   }
 };
 

@@ -90,6 +90,13 @@ class domain_impl {
       const char* env = std::getenv("UCX_TLS");
       d->transport = env ? env : "all";
     }
+    if (!opts.device.empty()) {
+      s = ucp_config_modify(config, "NET_DEVICES", opts.device.c_str());
+      if (s != UCS_OK) {
+        ucp_config_release(config);
+        return detail::fail(s, "device '" + opts.device + "' (UCX_NET_DEVICES)");
+      }
+    }
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
     params.features = UCP_FEATURE_RMA | UCP_FEATURE_AMO64 | UCP_FEATURE_TAG | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
