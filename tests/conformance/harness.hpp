@@ -171,7 +171,12 @@ inline void enter_node(const test_nodes& nodes, int rank) {
   const std::string iface = interface_of(addr);
   if (iface.empty()) rank_fail("the node's address is on an interface", __FILE__, __LINE__, addr + " in " + ns);
   // Only the node's link: loopback would reach this node's own ranks under
-  // an address that means another process on every other node.
+  // an address that means another process on every other node. A routed
+  // run whose route names its devices (rails: "net=ofi:tcp@fxr0,fxr1")
+  // opens exactly those, and a variable naming one interface would hide
+  // the others from the provider.
+  const char* route = std::getenv("FABRIX_TEST_TRANSPORT");
+  if (route != nullptr && std::strchr(route, '@') != nullptr) return;
   ::setenv("UCX_NET_DEVICES", iface.c_str(), 1);
   ::setenv("FI_TCP_IFACE", iface.c_str(), 1);
 }

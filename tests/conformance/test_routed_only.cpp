@@ -5,16 +5,23 @@
 // peers on the other node. Every rank writes its own pattern into every
 // peer's slot, through the remote_buffer and through an imported key, reads
 // it back and flushes; each queue pair's route is asserted from describe(),
-// and each peer finds every byte in place. Also: the region's key carries
-// both providers' keys, altered key bytes are refused, peers whose routes
-// differ do not connect, and route texts parse or are refused.
+// and each peer finds every byte in place. The route is the run's
+// (FABRIX_TEST_TRANSPORT): "node=ofi:shm net=ucx:tcp", or with rails
+// (tests/nodes: "net=ofi:tcp;ofi_rxm@fxr0,fxr1", FABRIX_STRIPE_MIN below
+// the slot so that the writes and reads are striped). Also: the region's
+// key carries every provider domain's key, altered key bytes are refused,
+// peers whose routes differ do not connect, and route texts parse or are
+// refused.
 #include "providers.hpp"
 
 #include <fabrix/routed.hpp>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 using fabrix::access;
 using fabrix::status;
@@ -37,13 +44,21 @@ TEST_CASE_TEMPLATE("conformance: routed: each peer over its node's route, every 
     auto mb = env.reg(back, access::local);
     const auto all = env.share(mt);
 
-    // Both providers registered the memory: two entries, one per provider.
+    // Every provider domain registered the memory: one entry each, the
+    // node route's first, then the net route's rails.
+    const char* text = std::getenv("FABRIX_TEST_TRANSPORT");
+    const auto routes = fxt::must(fabrix::route_config::parse(text ? text : ""), "FABRIX_TEST_TRANSPORT");
+    const auto& node = *routes[fabrix::route_class::node];
+    const auto& net = *routes[fabrix::route_class::net];
+    std::vector<fabrix::provider_id> entries(std::max<std::size_t>(node.devices.size(), 1),
+                                             fabrix::provider_id_of(node.provider));
+    entries.resize(entries.size() + std::max<std::size_t>(net.devices.size(), 1), fabrix::provider_id_of(net.provider));
     fabrix::remote_buffer sub;
-    FX_CHECK(fabrix::detail::routed_sub_buffer(mt.remote(), 0, sub));
-    FX_CHECK(sub.provider == fabrix::provider_id::ofi);
-    FX_CHECK(fabrix::detail::routed_sub_buffer(mt.remote(), 1, sub));
-    FX_CHECK(sub.provider == fabrix::provider_id::ucx);
-    FX_CHECK(!fabrix::detail::routed_sub_buffer(mt.remote(), 2, sub));
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      FX_CHECK(fabrix::detail::routed_sub_buffer(mt.remote(), static_cast<std::uint8_t>(i), sub));
+      FX_CHECK(sub.provider == entries[i]);
+    }
+    FX_CHECK(!fabrix::detail::routed_sub_buffer(mt.remote(), static_cast<std::uint8_t>(entries.size()), sub));
 
     std::uint64_t token = 1;
     for (int peer = 0; peer < n; ++peer) {
@@ -52,7 +67,7 @@ TEST_CASE_TEMPLATE("conformance: routed: each peer over its node's route, every 
       const bool mate = peer % 2 == env.rank % 2;
       const std::string route = qp.describe();
       const std::string want =
-          mate ? "host memory: ofi:shm (peer on this node)" : "host memory: ucx:tcp (peer on another node)";
+          "host memory: " + (mate ? node.text() + " (peer on this node" : net.text() + " (peer on another node");
       if (route.rfind(want, 0) != 0)
         fxt::rank_fail("the peer's route", __FILE__, __LINE__,
                        route + " / " + want + " rank " + std::to_string(env.rank) + " peer " + std::to_string(peer) +
