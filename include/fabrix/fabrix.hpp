@@ -13,6 +13,7 @@
 #include <fabrix/domain_options.hpp>
 #include <fabrix/error.hpp>
 #include <fabrix/lazy_mesh.hpp>
+#include <fabrix/listener.hpp>
 #include <fabrix/local_slice.hpp>
 #include <fabrix/memory.hpp>
 #include <fabrix/memory_region.hpp>
