@@ -429,9 +429,14 @@ TEST_CASE(
   r0.hold_flushes = r1.hold_flushes = false;
 
   // Rail 1 refuses its stripe: again, rail 0's stripe completes nothing;
-  // the operation posted again completes once.
+  // until it has, the operation posted again is refused too (nothing of
+  // the first try may still be in flight once the second completes); then
+  // it completes once.
   r1.refuse_next = true;
   CHECK(qp.write(ms.slice(0, size), md.remote().whole(), 9) == fabrix::status::again);
+  const int r0_before = r0.posts;
+  CHECK(qp.write(ms.slice(0, size), md.remote().whole(), 9) == fabrix::status::again);
+  CHECK(r0.posts == r0_before);
   CHECK(drain(a).empty());
   CHECK(qp.write(ms.slice(0, size), md.remote().whole(), 10) == fabrix::status::ok);
   got = drain(a);

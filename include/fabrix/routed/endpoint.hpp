@@ -320,8 +320,13 @@ class routed_endpoint {
   // aligned splits), joined into one completion. Every stripe is rewritten
   // before the first is posted, so a bad key or slice refuses the whole
   // operation; a provider that says again (or fails) after some stripes
-  // went out abandons the join: the caller posts the whole operation again.
+  // went out abandons the join: the caller posts the whole operation again,
+  // and until the stripes that went out have finished every striped
+  // operation of this queue pair is refused with again, so that none of
+  // them still reads the caller's source or writes its destination once
+  // the operation posted again has completed.
   status post_striped(const operation& o, std::size_t r) {
+    if (*abandoned_ != 0) return status::again;
     std::array<std::size_t, routed_max_rails> up{};
     const std::size_t n = rails_up(r, up);
     const std::uint64_t len = o.local.length;
@@ -407,10 +412,13 @@ class routed_endpoint {
     std::size_t sent = 0;
     const status st = endpoints_[static_cast<std::size_t>(e)].post(std::span<const operation>(&part, 1), sent);
     if (st != status::ok || sent != 1) {
-      if (j->remaining == 0)
+      if (j->remaining == 0) {
         s_->joins.give_back(j);
-      else
+      } else {
         j->abandoned = true;
+        j->abandoned_gate = abandoned_;
+        ++*abandoned_;
+      }
       return st != status::ok ? st : status::again;
     }
     s_->part_posted(j, endpoint_sub_[static_cast<std::size_t>(e)]);
@@ -427,6 +435,8 @@ class routed_endpoint {
   std::uint16_t used_ = 0;                              // bit per endpoint an operation went out on
   // Unsignaled striped operations finished (routed_join::finished).
   std::shared_ptr<std::uint64_t> striped_finished_ = std::make_shared<std::uint64_t>(0);
+  // Abandoned joins still in flight (routed_join::abandoned_gate).
+  std::shared_ptr<std::uint32_t> abandoned_ = std::make_shared<std::uint32_t>(0);
   import_table<entry> imports_;
   std::vector<operation> ops_;          // one batch, rewritten
   std::vector<remote_buffer> buffers_;  // the provider's remote_buffer per batch slot (made on first use)

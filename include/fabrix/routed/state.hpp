@@ -86,6 +86,8 @@ struct routed_join {
   // An unsignaled operation's queue pair's count of them (shared: the queue
   // pair may close before its parts complete).
   std::shared_ptr<std::uint64_t> finished;
+  // An abandoned join's queue pair's count of abandoned joins in flight.
+  std::shared_ptr<std::uint32_t> abandoned_gate;
   routed_join* next_free = nullptr;
 };
 
@@ -137,6 +139,7 @@ struct routed_state {
       j->native_code = c.native_code;
     }
     if (--j->remaining != 0) return false;
+    if (j->abandoned_gate) --*j->abandoned_gate;
     const bool outcome = !j->abandoned && !j->reported;  // not told before
     if (outcome && j->finished) ++*j->finished;
     const bool report = outcome && (!j->finished || j->result != status::ok);
