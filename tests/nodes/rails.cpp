@@ -22,8 +22,13 @@
 // so an ok write's bytes are at the target whatever happens to a rail
 // afterwards. Prints what it measured.
 #include <fabrix/fabrix.hpp>
-#include <fabrix/ofi.hpp>
 #include <fabrix/routed.hpp>
+#ifdef FABRIX_HAVE_OFI
+#include <fabrix/ofi.hpp>
+#endif
+#ifdef FABRIX_HAVE_UCX
+#include <fabrix/ucx.hpp>
+#endif
 
 #include <sys/stat.h>
 #include <unistd.h>
