@@ -92,6 +92,9 @@ class listener {
   // the next peer id and `address` + `offer` as this side's hello.
   // timed_out when none did; clients that fail the handshake are dropped
   // and counted (refused()), and accept() goes on waiting for the next.
+  // A handshake that has begun runs to its own end (at most
+  // handshake_timeout), so a call returns within `timeout` plus at most
+  // one handshake_timeout.
   result<peer_hello> accept_hello(std::span<const std::byte> address, std::span<const std::byte> offer,
                                   std::chrono::milliseconds timeout);
   // Clients dropped so far: wrong token, malformed or truncated hello,
