@@ -176,11 +176,7 @@ struct routed {
     // are consumed here and its one completion returned in their place.
     // Joins failed by a rail going down come first.
     std::size_t poll(std::span<completion> out) {
-      std::size_t w = 0;
-      while (!s_->failed.empty() && w < out.size()) {
-        out[w++] = s_->failed.back();
-        s_->failed.pop_back();
-      }
+      std::size_t w = s_->take_failed(out);
       const std::size_t n = s_->subs.size();
       const std::size_t start = s_->poll_start++ % n;
       for (std::size_t k = 0; k < n && w < out.size(); ++k) {
@@ -202,10 +198,7 @@ struct routed {
       }
       if (s_->rails_in_flight()) {
         s_->check_rails(detail::routed_clock::now());
-        while (!s_->failed.empty() && w < out.size()) {
-          out[w++] = s_->failed.back();
-          s_->failed.pop_back();
-        }
+        w += s_->take_failed(out.subspan(w));
       }
       return w;
     }

@@ -322,6 +322,13 @@ struct scoped_env {
   scoped_env& operator=(const scoped_env&) = delete;
 };
 
+// A routed domain whose net route is two rails over fake devices r0, r1.
+routed_domain open_rails() {
+  fabrix::domain_options o;
+  o.transport = "net=fxfake:host@r0,r1";
+  return routed_domain::create(o).value();
+}
+
 std::byte pattern_byte(std::size_t i, unsigned seed) {
   return static_cast<std::byte>((i * 31 + seed * 7 + i / 251) & 0xff);
 }
@@ -349,10 +356,8 @@ TEST_CASE(
     "goes down") {
   scoped_env timeout("FABRIX_RAIL_TIMEOUT_MS", "100");
   scoped_env stripe("FABRIX_STRIPE_MIN", "1k");
-  fabrix::domain_options o;
-  o.transport = "net=fxfake:host@r0,r1";
-  auto a = routed_domain::create(o).value();
-  auto b = routed_domain::create(o).value();
+  auto a = open_rails();
+  auto b = open_rails();
   auto qp = a.connect(b.address().value()).value();
   CHECK(qp.describe() ==
         "host memory: fxfake:host@r0,r1 (peer on this node, no node route configured; 2 rails, writes and reads "
@@ -485,10 +490,8 @@ TEST_CASE(
 TEST_CASE("routed: rails: a peer that stalls every rail alike marks none down") {
   scoped_env timeout("FABRIX_RAIL_TIMEOUT_MS", "50");
   scoped_env stripe("FABRIX_STRIPE_MIN", "1k");
-  fabrix::domain_options o;
-  o.transport = "net=fxfake:host@r0,r1";
-  auto a = routed_domain::create(o).value();
-  auto b = routed_domain::create(o).value();
+  auto a = open_rails();
+  auto b = open_rails();
   auto qp = a.connect(b.address().value()).value();
   fake_state& r0 = fake_domain("host@r0", 0);
   fake_state& r1 = fake_domain("host@r1", 0);
@@ -509,6 +512,8 @@ TEST_CASE("routed: rails: a peer that stalls every rail alike marks none down") 
   CHECK(got[0].token == 1);
   // Bad values of the variables: the domain is refused, naming them.
   scoped_env bad("FABRIX_STRIPE_MIN", "lots");
+  fabrix::domain_options o;
+  o.transport = "net=fxfake:host@r0,r1";
   auto refused = routed_domain::create(o);
   REQUIRE(!refused.has_value());
   CHECK(refused.error().message.find("FABRIX_STRIPE_MIN") != std::string::npos);

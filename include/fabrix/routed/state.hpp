@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -185,6 +186,16 @@ struct routed_state {
         failed.push_back(user_completion(*j));
       }
     }
+  }
+
+  // Moves the early failures into `out`, as many as fit; how many.
+  std::size_t take_failed(std::span<completion> out) noexcept {
+    std::size_t n = 0;
+    while (!failed.empty() && n < out.size()) {
+      out[n++] = failed.back();
+      failed.pop_back();
+    }
+    return n;
   }
 
   bool rails_in_flight() const noexcept {
