@@ -77,9 +77,21 @@ struct routed {
     std::unique_ptr<detail::routed_region_state> r_;
   };
 
-  class endpoint_impl : public detail::routed_endpoint {
+  // The routed endpoint lives on the heap: the domain's poll() reaches
+  // one that holds operations by address (routed/endpoint.hpp).
+  class endpoint_impl {
    public:
-    using detail::routed_endpoint::routed_endpoint;
+    explicit endpoint_impl(std::unique_ptr<detail::routed_endpoint> e) : e_(std::move(e)) {}
+    status post(std::span<const operation> ops, std::size_t& posted) { return e_->post(ops, posted); }
+    void set_default_options(op_options defaults) { e_->set_default_options(defaults); }
+    std::uint64_t finished() const noexcept { return e_->finished(); }
+    result<import_ref> import_key(const remote_buffer& rb) { return e_->import_key(rb); }
+    status release_key(import_ref ref) { return e_->release_key(ref); }
+    std::string describe() const { return e_->describe(); }
+    detail::routed_endpoint* operator->() const noexcept { return e_.get(); }
+
+   private:
+    std::unique_ptr<detail::routed_endpoint> e_;
   };
 
   class domain_impl {
@@ -196,10 +208,16 @@ struct routed {
             out[w++] = c;
         }
       }
-      if (s_->rails_in_flight()) {
-        s_->check_rails(detail::routed_clock::now());
-        w += s_->take_failed(out.subspan(w));
+      if (s_->has_rails && s_->rails_in_flight()) s_->check_rails(detail::routed_clock::now());
+      for (std::size_t k = 0; k < s_->holding.size();) {
+        detail::routed_endpoint* e = s_->holding[k];
+        e->advance();
+        if (e->holding())
+          ++k;
+        else
+          s_->holding.erase(s_->holding.begin() + static_cast<std::ptrdiff_t>(k));
       }
+      if (!s_->failed.empty()) w += s_->take_failed(out.subspan(w));
       return w;
     }
 
@@ -243,7 +261,8 @@ struct routed {
       auto a = detail::decode_routed_address(peer);
       if (!a) return unexpected(std::move(a).error());
       const bool same_node = a->node == s_->node;
-      endpoint_impl ep(s_.get(), a->nonce, a->secret, runtime_caps().max_sge);
+      endpoint_impl ep(
+          std::make_unique<detail::routed_endpoint>(s_.get(), a->nonce, a->secret, runtime_caps().max_sge));
       route_class want = same_node ? route_class::node : route_class::net;
       const route_class other = same_node ? route_class::net : route_class::node;
       std::string why = same_node ? "peer on this node" : "peer on another node";
@@ -257,21 +276,22 @@ struct routed {
         if (rail > 0 && peer_sub(*a, mine, want) < 0) break;  // the peer has fewer rails
         auto e = connect_sub(*a, mine, want, peer_id, why);
         if (!e) return unexpected(std::move(e).error());
-        ep.add_rail(endpoint_impl::host, mine, e->first, std::move(e->second));
+        ep->add_rail(detail::routed_endpoint::host, mine, e->first, std::move(e->second));
       }
-      ep.set_why(endpoint_impl::host, why);
+      ep->set_why(detail::routed_endpoint::host, why);
       const detail::routed_class_route& gpu_route = s_->route_of(route_class::gpu);
       const int gpu = gpu_route.rails > 0 ? gpu_route.subs[0] : -1;
       const int mine = host.subs[0];
       if (same_node && gpu >= 0 && gpu != mine && peer_has(*a, gpu, route_class::gpu)) {
         auto dev = connect_sub(*a, gpu, route_class::gpu, peer_id, "gpu route to a peer on this node");
         if (!dev) return unexpected(std::move(dev).error());
-        ep.add_rail(endpoint_impl::device, gpu, dev->first, std::move(dev->second));
-        ep.set_why(endpoint_impl::device, "gpu route to a peer on this node");
+        ep->add_rail(detail::routed_endpoint::device, gpu, dev->first, std::move(dev->second));
+        ep->set_why(detail::routed_endpoint::device, "gpu route to a peer on this node");
       } else if (s_->subs[static_cast<std::size_t>(mine)].dom->runtime_caps().gpu == gpu_path::direct) {
-        ep.share_route(endpoint_impl::device, endpoint_impl::host, why + "; its provider reaches device memory itself");
+        ep->share_route(detail::routed_endpoint::device, detail::routed_endpoint::host,
+                        why + "; its provider reaches device memory itself");
       } else {
-        ep.set_why(endpoint_impl::device, "none: no provider here reaches this peer's device memory");
+        ep->set_why(detail::routed_endpoint::device, "none: no provider here reaches this peer's device memory");
       }
       return ep;
     }
@@ -352,6 +372,7 @@ struct routed {
         auto& sub = s.subs[static_cast<std::size_t>(found)];
         sub.classes |= detail::class_bit(c);
         sub.is_rail = sub.is_rail || rails > 1;
+        s.has_rails = s.has_rails || rails > 1;
         route.subs[rail] = found;
       }
       route.rails = static_cast<std::uint8_t>(rails);

@@ -18,11 +18,13 @@
 #include <fabrix/fabrix.hpp>
 #include <fabrix/routed.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -35,14 +37,37 @@ struct fake_state {
   fabrix::detail::domain_identity id = fabrix::detail::draw_domain_identity();
   std::deque<fabrix::completion> done;
   std::vector<fabrix::operation> held_flushes;  // completed by release_flushes()
+  std::vector<std::uintptr_t> held_remote;      // each one's remote address, read when it was posted
   int posts = 0;
+  std::vector<fabrix::opcode> posted;  // every operation posted, in order
   bool hold_flushes = false;
-  bool hold_all = false;     // nothing completes (a rail that died) until release_flushes()
-  bool refuse_next = false;  // the next post returns again
+  bool hold_all = false;                              // nothing completes (a rail that died) until release_flushes()
+  bool refuse_next = false;                           // the next post returns again
+  fabrix::status complete_with = fabrix::status::ok;  // every completion's status (a peer gone: peer_unreachable)
+
+  // The remote address of a write or read (the fake's remote memory is in
+  // this process), as a provider reads it at post.
+  static std::uintptr_t remote_of(const fabrix::operation& o) {
+    if (o.code != fabrix::opcode::write && o.code != fabrix::opcode::read) return 0;
+    const fabrix::remote_buffer* rb = o.remote.buffer;
+    return (rb ? rb->address : o.remote.key->address) + o.remote.offset;
+  }
+  // A write or read moves its bytes.
+  static void apply(const fabrix::operation& o, std::uintptr_t at) {
+    if (o.code != fabrix::opcode::write && o.code != fabrix::opcode::read) return;
+    auto* remote = reinterpret_cast<std::byte*>(at);
+    if (o.code == fabrix::opcode::write)
+      std::memcpy(remote, o.local.address, o.local.length);
+    else
+      std::memcpy(o.local.address, remote, o.local.length);
+  }
 
   void release_flushes() {
-    for (const auto& o : held_flushes) done.push_back({.token = o.token, .op = o.code, .flags = o.flags});
+    for (std::size_t i = 0; i < held_flushes.size(); ++i) apply(held_flushes[i], held_remote[i]);
+    for (const auto& o : held_flushes)
+      done.push_back({.token = o.token, .status = complete_with, .op = o.code, .flags = o.flags});
     held_flushes.clear();
+    held_remote.clear();
   }
 };
 std::vector<fake_state*>& fakes() {
@@ -80,18 +105,18 @@ struct fxfake {
       }
       for (const auto& o : ops) {
         ++s_->posts;
+        s_->posted.push_back(o.code);
         if ((o.code == fabrix::opcode::flush && s_->hold_flushes) || s_->hold_all) {
           s_->held_flushes.push_back(o);
+          s_->held_remote.push_back(fake_state::remote_of(o));
         } else {
-          if (o.code == fabrix::opcode::write || o.code == fabrix::opcode::read) {
-            const fabrix::remote_buffer* rb = o.remote.buffer;
-            auto* remote = reinterpret_cast<std::byte*>((rb ? rb->address : o.remote.key->address) + o.remote.offset);
-            if (o.code == fabrix::opcode::write)
-              std::memcpy(remote, o.local.address, o.local.length);
-            else
-              std::memcpy(o.local.address, remote, o.local.length);
-          }
-          s_->done.push_back({.token = o.token, .bytes = o.local.length, .op = o.code, .flags = o.flags});
+          fake_state::apply(o, fake_state::remote_of(o));
+          const bool ok = s_->complete_with == fabrix::status::ok;
+          s_->done.push_back({.token = o.token,
+                              .bytes = ok ? o.local.length : 0,
+                              .status = s_->complete_with,
+                              .op = o.code,
+                              .flags = o.flags});
         }
         ++posted;
       }
@@ -343,6 +368,10 @@ TEST_CASE("routed: route texts with devices (rails) parse, and malformed device 
   CHECK(c.text() == "node=ofi:shm net=ofi:tcp;ofi_rxm@eth0,eth1");
   CHECK(fabrix::route_config::parse("net=verbs@mlx5_0:1").value()[fabrix::route_class::net]->devices ==
         std::vector<std::string>{"mlx5_0:1"});
+  // Rails by PCIe distance: each provider resolves "pci:<bus id>" itself.
+  CHECK(fabrix::route_config::parse("net=ucx@pci:0000:3b:00.0,pci:0000:86:00.0")
+            .value()[fabrix::route_class::net]
+            ->devices == std::vector<std::string>{"pci:0000:3b:00.0", "pci:0000:86:00.0"});
   for (const char* bad : {"net=ofi:tcp@", "net=ofi:tcp@a,", "net=ofi:tcp@a,,b", "net=ofi:tcp@a,a",
                           "net=ofi:tcp@a,b,c,d,e", "node=ofi net=ucx gpu=cuda_ipc@0,1", "net=@a"}) {
     auto r = fabrix::route_config::parse(bad);
@@ -480,11 +509,172 @@ TEST_CASE(
   CHECK(got[0].status == fabrix::status::ok);
   CHECK(r1.posts == r1_posts);
   CHECK(dst == src);
-  // Rail 1's late completion of the failed write reports nothing more.
+  // Rail 1's late completion of the failed write reports nothing more,
+  // and its failing (the link it ran on is gone) is not the peer's: the
+  // queue pair goes on over rail 0.
   r1.hold_all = false;
+  r1.complete_with = fabrix::status::peer_unreachable;
   r1.release_flushes();
   CHECK(drain(a).empty());
+  CHECK(qp.write(ms.slice(0, size), md.remote().whole(), 15) == fabrix::status::ok);
+  got = drain(a);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].status == fabrix::status::ok);
   CHECK(qp.release(key) == fabrix::status::ok);
+}
+
+TEST_CASE("routed: rails: a peer gone on one rail fails the queue pair, also on the rails that have not seen it") {
+  scoped_env stripe("FABRIX_STRIPE_MIN", "1k");
+  auto a = open_rails();
+  auto b = open_rails();
+  auto qp = a.connect(b.address().value()).value();
+  auto other = a.connect(b.address().value()).value();
+  fake_state& r1 = fake_domain("host@r1", 0);
+  std::vector<std::byte> src(8192, std::byte{5}), dst(8192);
+  auto ms = a.register_memory(src, fabrix::access::local).value();
+  auto md = b.register_memory(dst, fabrix::access::all_remote).value();
+  // Rail 0 completes its stripe ok, rail 1 reports the peer gone: the
+  // read fails, and then the queue pair refuses everything, also a small
+  // write that would go whole over rail 0 (whose provider saw nothing).
+  r1.complete_with = fabrix::status::peer_unreachable;
+  CHECK(qp.read(ms.slice(0, 8192), md.remote().whole(), 1) == fabrix::status::ok);
+  auto got = drain(a);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].token == 1);
+  CHECK(got[0].status == fabrix::status::peer_unreachable);
+  CHECK(got[0].bytes == 0);
+  const int r0_posts = fake_domain("host@r0", 0).posts;
+  CHECK(qp.write(ms.slice(0, 8), md.remote().slice(0, 8), 2) == fabrix::status::peer_unreachable);
+  CHECK(qp.flush(3) == fabrix::status::peer_unreachable);
+  CHECK(fake_domain("host@r0", 0).posts == r0_posts);
+  // Another queue pair of the domain is its own: its own failures only.
+  r1.complete_with = fabrix::status::ok;
+  CHECK(other.write(ms.slice(0, 8192), md.remote().whole(), 4) == fabrix::status::ok);
+  got = drain(a);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].status == fabrix::status::ok);
+  CHECK(dst == src);
+}
+
+TEST_CASE("routed: rails: notifications, messages and flushes wait for the stripes on every rail, in order") {
+  scoped_env timeout("FABRIX_RAIL_TIMEOUT_MS", "600000");
+  scoped_env stripe("FABRIX_STRIPE_MIN", "1k");
+  auto a = open_rails();
+  auto b = open_rails();
+  auto qp = a.connect(b.address().value()).value();
+  fake_state& r0 = fake_domain("host@r0", 0);
+  fake_state& r1 = fake_domain("host@r1", 0);
+  std::vector<std::byte> src(8192, std::byte{5}), dst(8192);
+  auto ms = a.register_memory(src, fabrix::access::local).value();
+  auto md = b.register_memory(dst, fabrix::access::all_remote).value();
+  using fabrix::opcode;
+
+  // Nothing went over another rail: a notification goes at once.
+  CHECK(qp.write_with_imm(ms.slice(0, 8), md.remote().slice(0, 8), 1, 1) == fabrix::status::ok);
+  CHECK(r0.posted == std::vector<opcode>{opcode::write_with_imm});
+  CHECK(drain(a).size() == 1);
+
+  // A striped write whose rail-1 stripe is slow: the notification, the
+  // message and the flush after it are held (post() says ok), a small
+  // write is not; rail 1 gets one gate flush.
+  r1.hold_all = true;
+  CHECK(qp.write(ms.slice(0, 8192), md.remote().whole(), 2) == fabrix::status::ok);
+  CHECK(qp.write_with_imm(ms.slice(0, 0), md.remote().slice(0, 0), 7, 3) == fabrix::status::ok);
+  CHECK(qp.send(ms.slice(0, 16), 4) == fabrix::status::ok);
+  CHECK(qp.flush(5) == fabrix::status::ok);
+  CHECK(qp.write(ms.slice(0, 64), md.remote().slice(0, 64), 6) == fabrix::status::ok);
+  CHECK(r0.posted == std::vector<opcode>{opcode::write_with_imm, opcode::write, opcode::write});
+  CHECK(r1.posted == std::vector<opcode>{opcode::write, opcode::flush});
+  auto got = drain(a);
+  REQUIRE(got.size() == 1);  // the small write only
+  CHECK(got[0].token == 6);
+  // A bad key is refused at once, also while others are held.
+  fabrix::remote_buffer forged = md.remote();
+  forged.seal ^= 1;
+  CHECK(qp.write_with_imm(ms.slice(0, 8), forged.slice(0, 8), 8, 9) == fabrix::status::invalid_argument);
+
+  // Rail 1 completes: the write, then the held ones go out in order, and
+  // complete.
+  r1.hold_all = false;
+  r1.release_flushes();
+  got = drain(a);
+  std::vector<std::uint64_t> tokens;
+  for (const auto& c : got) {
+    CHECK(c.status == fabrix::status::ok);
+    tokens.push_back(c.token);
+  }
+  CHECK(tokens == std::vector<std::uint64_t>{2, 3, 4, 5});
+  CHECK(r0.posted == std::vector<opcode>{opcode::write_with_imm, opcode::write, opcode::write, opcode::write_with_imm,
+                                         opcode::send, opcode::flush});
+  CHECK(r1.posted == std::vector<opcode>{opcode::write, opcode::flush, opcode::flush});  // the user's flush covers both
+  CHECK(dst == src);
+
+  // The stripes are behind a gate now: the next notification goes at once.
+  CHECK(qp.write_with_imm(ms.slice(0, 8), md.remote().slice(0, 8), 1, 10) == fabrix::status::ok);
+  CHECK(r0.posted.back() == opcode::write_with_imm);
+  CHECK(drain(a).size() == 1);
+}
+
+TEST_CASE("routed: rails: a held notification fails with its gate; closing the queue pair cancels what is held") {
+  scoped_env timeout("FABRIX_RAIL_TIMEOUT_MS", "100");
+  scoped_env stripe("FABRIX_STRIPE_MIN", "1k");
+  auto a = open_rails();
+  auto b = open_rails();
+  std::optional<fabrix::queue_pair<fabrix::routed>> qp(a.connect(b.address().value()).value());
+  fake_state& r0 = fake_domain("host@r0", 0);
+  fake_state& r1 = fake_domain("host@r1", 0);
+  std::vector<std::byte> src(8192, std::byte{5}), dst(8192);
+  auto ms = a.register_memory(src, fabrix::access::local).value();
+  auto md = b.register_memory(dst, fabrix::access::all_remote).value();
+
+  // The peer is gone on rail 1: the gate fails, and with it the notification.
+  r1.hold_all = true;
+  CHECK(qp->write(ms.slice(0, 8192), md.remote().whole(), 1) == fabrix::status::ok);
+  CHECK(qp->write_with_imm(ms.slice(0, 8), md.remote().slice(0, 8), 7, 2) == fabrix::status::ok);
+  r1.hold_all = false;
+  r1.complete_with = fabrix::status::peer_unreachable;
+  r1.release_flushes();
+  auto got = drain(a);
+  REQUIRE(got.size() == 2);
+  for (const auto& c : got) CHECK(c.status == fabrix::status::peer_unreachable);
+  CHECK(got[0].token + got[1].token == 3);
+  CHECK(std::count(r0.posted.begin(), r0.posted.end(), fabrix::opcode::write_with_imm) == 0);
+
+  // Rail 1 stalls and goes down: the held notification fails timed_out.
+  auto qp2 = a.connect(b.address().value()).value();
+  r1.complete_with = fabrix::status::ok;
+  r1.hold_all = true;
+  CHECK(qp2.write(ms.slice(0, 8192), md.remote().whole(), 3) == fabrix::status::ok);
+  CHECK(qp2.write_with_imm(ms.slice(0, 8), md.remote().slice(0, 8), 7, 4) == fabrix::status::ok);
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  got = drain(a);
+  REQUIRE(got.size() == 2);
+  for (const auto& c : got) CHECK(c.status == fabrix::status::timed_out);
+  CHECK(got[0].token + got[1].token == 7);
+
+  // A queue pair closed while it holds a notification: it completes
+  // canceled, and the gate's late completion reports nothing.
+  auto c = fabrix::domain_options{};
+  c.transport = "net=fxfake:host@r0,r1";
+  auto a2 = routed_domain::create(c).value();
+  fake_state& s0 = fake_domain("host@r0", 2);  // a's, b's, then a2's
+  fake_state& s1 = fake_domain("host@r1", 2);
+  std::optional<fabrix::queue_pair<fabrix::routed>> qp3(a2.connect(b.address().value()).value());
+  auto ms2 = a2.register_memory(src, fabrix::access::local).value();
+  s1.hold_all = true;
+  CHECK(qp3->write(ms2.slice(0, 8192), md.remote().whole(), 5) == fabrix::status::ok);
+  CHECK(qp3->write_with_imm(ms2.slice(0, 8), md.remote().slice(0, 8), 7, 6) == fabrix::status::ok);
+  qp3.reset();
+  got = drain(a2);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].token == 6);
+  CHECK(got[0].status == fabrix::status::canceled);
+  s1.hold_all = false;
+  s1.release_flushes();
+  got = drain(a2);
+  REQUIRE(got.size() == 1);  // the write's join: its queue pair is gone, its completion is not
+  CHECK(got[0].token == 5);
+  CHECK(std::count(s0.posted.begin(), s0.posted.end(), fabrix::opcode::write_with_imm) == 0);
 }
 
 TEST_CASE("routed: rails: a peer that stalls every rail alike marks none down") {

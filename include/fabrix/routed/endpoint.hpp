@@ -20,16 +20,35 @@
 // The bytes a failed write was to write are undefined at the target, as
 // for any failed write.
 //
+// A peer that is gone: once a striped part or a joined flush has failed
+// with status::peer_unreachable on a provider endpoint whose rail is not
+// down, the queue pair refuses every new operation with peer_unreachable
+// (as one provider's queue pair does), even where another of its provider
+// endpoints has not seen the failure yet (one connection of several
+// failing fails them all, as UCX does with an endpoint's lanes). A rail
+// stalled and marked down (routed/state.hpp) is not such a failure.
+//
 // Ordering: operations on one provider endpoint keep that provider's
-// order. A flush covers every provider endpoint this queue pair has used:
-// with one (not a rail), it is that provider's flush; otherwise a flush on
+// order. A notification or message (write_with_imm, send) is delivered
+// after everything its queue pair posted before it, on every rail and
+// route: where operations went out on another provider endpoint than its
+// own since the last such point, it is held (translated and checked now,
+// post() returns ok) behind a gate, a flush on each of those endpoints, and
+// posted on its own from a later poll() once the gate completed; a gate
+// that fails (a rail down, a peer gone) fails it with the gate's status.
+// While anything is held, later notifications, messages and flushes queue
+// behind it in order (up to held_capacity; then status::again); writes,
+// reads and atomics do not wait. So the first notification after a
+// striped write costs one flush round trip on the other rails.
+//
+// A flush covers every provider endpoint this queue pair has used: with
+// one (not a rail), it is that provider's flush; otherwise a flush on
 // each, joined into one completion. The first flush after a rail this
 // queue pair used went down completes with status::timed_out (what went
-// over that rail is unknown); later ones cover the rails that are up.
-// A fence orders operations of one provider endpoint only: an operation
-// with op_options::fence is refused (unsupported) once the queue pair has
-// used another one (a striped operation uses several; flush and wait
-// instead).
+// over that rail is unknown); later ones cover the rails that are up. A
+// fence orders operations of one provider endpoint only: an operation with
+// op_options::fence is refused (unsupported) once the queue pair has used
+// another one (a striped operation uses several; flush and wait instead).
 //
 // Cost per operation: the route's pick, a copy of the operation and its
 // local slice; for a remote_key, one table lookup; for a remote_buffer
@@ -77,13 +96,29 @@ class routed_endpoint {
   static constexpr std::size_t host = 0, device = 1;
   static constexpr std::size_t max_endpoints = routed_max_rails + 1;
 
+  static constexpr std::size_t held_capacity = 64;
+
   // max_sge: the routed domain's scatter-gather limit (the core refuses
-  // longer gather lists before they reach post()).
+  // longer gather lists before they reach post()). Not movable: while it
+  // holds operations the domain's poll() reaches it by address.
   routed_endpoint(routed_state* s, std::uint64_t peer_nonce, const seal_key& peer_secret, std::uint32_t max_sge)
-      : s_(s), peer_nonce_(peer_nonce), peer_secret_(peer_secret) {
+      : s_(s), peer_nonce_(peer_nonce), peer_secret_(peer_secret), max_sge_(max_sge) {
     ops_.reserve(batch_size);
     gather_.reserve(max_sge);
     endpoints_.reserve(max_endpoints);
+  }
+  routed_endpoint(const routed_endpoint&) = delete;
+  routed_endpoint& operator=(const routed_endpoint&) = delete;
+  // Held operations complete as canceled; gates in flight are left to
+  // finish_join.
+  ~routed_endpoint() {
+    while (held_count_ > 0) {
+      held_op& h = held_[held_head_];
+      drop_gate(h);
+      complete_held(h, status::canceled);
+      pop_held();
+    }
+    std::erase(s_->holding, this);
   }
 
   // Adds the provider endpoint of the next rail of `route` (host or device):
@@ -125,10 +160,17 @@ class routed_endpoint {
 
   status post(std::span<const operation> ops, std::size_t& posted) {
     posted = 0;
+    if (tally_->peer_lost) return status::peer_unreachable;
     std::size_t i = 0;
     while (i < ops.size()) {
       const operation& first = ops[i];
       const std::size_t r = route_of(first);
+      if (must_hold(first, r)) {
+        if (const status st = hold(first, r); st != status::ok) return st;
+        ++posted;
+        ++i;
+        continue;
+      }
       if (first.code == opcode::flush || striped(first, r)) {
         const status st = first.code == opcode::flush ? post_flush(first) : post_striped(first, r);
         if (st != status::ok) return st;
@@ -141,7 +183,7 @@ class routed_endpoint {
       status refused = status::ok;
       std::size_t j = i;
       while (j < ops.size() && ops_.size() < batch_size && ops[j].code != opcode::flush && route_of(ops[j]) == r &&
-             rail_for(ops[j], r) == rail && !striped(ops[j], r)) {
+             rail_for(ops[j], r) == rail && !striped(ops[j], r) && !must_hold(ops[j], r)) {
         if (!ops_.empty() && !ops[j].gather.empty()) break;  // a gather list has the scratch slices alone
         refused = translate(ops[j], r, rail, ops_.size());
         if (refused != status::ok) break;
@@ -153,7 +195,7 @@ class routed_endpoint {
         std::size_t sent = 0;
         const status st = endpoints_[static_cast<std::size_t>(e)].post(ops_, sent);
         posted += sent;
-        if (sent > 0) used_ = static_cast<std::uint16_t>(used_ | (1u << e));
+        if (sent > 0) mark_used(e, ops_[0].code);
         if (st != status::ok) return st;
       }
       if (refused != status::ok) return refused;
@@ -166,7 +208,7 @@ class routed_endpoint {
     for (auto& e : endpoints_) e.set_default_options(defaults);
   }
   std::uint64_t finished() const noexcept {
-    std::uint64_t n = *striped_finished_;
+    std::uint64_t n = tally_->unsignaled_finished;
     for (const auto& e : endpoints_) n += e.finished();
     return n;
   }
@@ -326,7 +368,7 @@ class routed_endpoint {
   // them still reads the caller's source or writes its destination once
   // the operation posted again has completed.
   status post_striped(const operation& o, std::size_t r) {
-    if (*abandoned_ != 0) return status::again;
+    if (tally_->abandoned != 0) return status::again;
     std::array<std::size_t, routed_max_rails> up{};
     const std::size_t n = rails_up(r, up);
     const std::uint64_t len = o.local.length;
@@ -349,7 +391,8 @@ class routed_endpoint {
     j->flags = o.flags;
     j->op = o.code;
     j->bytes = len;
-    if (has(o.options, op_options::unsignaled)) j->finished = striped_finished_;
+    j->unsignaled = has(o.options, op_options::unsignaled);
+    j->qp = tally_;
     for (std::size_t k = 0; k < ops_.size(); ++k) {
       operation& t = ops_[k];
       t.token = reinterpret_cast<std::uint64_t>(j);
@@ -397,6 +440,7 @@ class routed_endpoint {
     j->token = o.token;
     j->flags = o.flags;
     j->op = opcode::flush;
+    j->qp = tally_;
     operation inner = op::flush(reinterpret_cast<std::uint64_t>(j));
     inner.flags = flag_routed;
     for (std::size_t e = 0; e < endpoints_.size(); ++e) {
@@ -416,14 +460,153 @@ class routed_endpoint {
         s_->joins.give_back(j);
       } else {
         j->abandoned = true;
-        j->abandoned_gate = abandoned_;
-        ++*abandoned_;
+        ++tally_->abandoned;
       }
       return st != status::ok ? st : status::again;
     }
     s_->part_posted(j, endpoint_sub_[static_cast<std::size_t>(e)]);
-    used_ = static_cast<std::uint16_t>(used_ | (1u << e));
+    mark_used(e, part.code);
     return status::ok;
+  }
+
+  void mark_used(int e, opcode code) noexcept {
+    used_ = static_cast<std::uint16_t>(used_ | (1u << e));
+    if (code != opcode::recv && code != opcode::flush) dirty_ = static_cast<std::uint16_t>(dirty_ | (1u << e));
+  }
+
+  // Whether `o` must wait: a notification or message after operations on
+  // another provider endpoint (not yet behind a gate), or a notification,
+  // message or flush while something is held.
+  bool must_hold(const operation& o, std::size_t r) const noexcept {
+    const bool message = o.code == opcode::write_with_imm || o.code == opcode::send;
+    if (!message && o.code != opcode::flush) return false;
+    if (held_count_ > 0) return true;
+    if (!message || !routes_[r].usable()) return false;
+    return (dirty_ & ~(1u << routes_[r].endpoint[rail_for(o, r)])) != 0;
+  }
+
+  // Translates `o` into a held slot now (so bad input is refused at once),
+  // behind a gate over the other provider endpoints used since the last one.
+  status hold(const operation& o, std::size_t r) {
+    if (held_count_ == held_capacity) return status::again;
+    if (held_.empty()) {  // once per queue pair
+      held_.resize(held_capacity);
+      for (auto& x : held_) x.gather.reserve(max_sge_);
+    }
+    held_op& h = held_[(held_head_ + held_count_) % held_capacity];
+    h.op = o;
+    h.endpoint = -1;
+    h.gate = nullptr;
+    h.gather.clear();
+    if (o.code != opcode::flush) {
+      const std::size_t rail = rail_for(o, r);
+      ops_.clear();
+      if (const status st = translate(o, r, rail, 0); st != status::ok) return st;
+      h.op = ops_[0];
+      h.endpoint = routes_[r].endpoint[rail];
+      if (h.op.remote.key) {
+        h.key = *h.op.remote.key;
+        h.op.remote.key = &h.key;
+      } else if (h.op.remote.buffer) {
+        h.buffer = *h.op.remote.buffer;
+        h.op.remote.buffer = &h.buffer;
+      }
+      if (!h.op.gather.empty()) {
+        h.gather.assign(h.op.gather.begin(), h.op.gather.end());
+        h.op.gather = h.gather;
+      }
+      const auto others = static_cast<std::uint16_t>(dirty_ & ~(1u << h.endpoint));
+      if (others != 0) {
+        routed_join* j = s_->joins.take();
+        if (j == nullptr) return status::again;
+        j->op = opcode::flush;
+        j->gate = true;
+        j->qp = tally_;
+        operation inner = op::flush(reinterpret_cast<std::uint64_t>(j));
+        inner.flags = flag_routed;
+        for (std::size_t e = 0; e < endpoints_.size(); ++e)
+          if ((others & (1u << e)) != 0)
+            if (const status st = post_part(j, static_cast<int>(e), inner); st != status::ok) return st;
+        h.gate = j;
+        dirty_ = static_cast<std::uint16_t>(dirty_ & ~others);
+      }
+      dirty_ = static_cast<std::uint16_t>(dirty_ | (1u << h.endpoint));
+    }
+    if (held_count_++ == 0) s_->holding.push_back(this);
+    return status::ok;
+  }
+
+ public:
+  bool holding() const noexcept { return held_count_ > 0; }
+
+  // From the domain's poll(): posts the held operations whose turn has
+  // come, in order; one whose gate failed, or that its provider refuses,
+  // completes with that error (routed_state::failed). Stops at a gate in
+  // flight or a provider that says again (tried at the next poll).
+  void advance() {
+    while (held_count_ > 0) {
+      held_op& h = held_[held_head_];
+      if (s_->failed.size() == s_->failed.capacity()) return;  // room for its completion first
+      if (h.gate != nullptr) {
+        if (h.gate->remaining != 0 && !h.gate->reported) return;
+        const status gate = h.gate->result;
+        drop_gate(h);
+        if (gate != status::ok) {
+          complete_held(h, gate);
+          pop_held();
+          continue;
+        }
+      }
+      status st = status::peer_unreachable;
+      if (!tally_->peer_lost) {
+        if (h.endpoint < 0) {
+          st = post_flush(h.op);
+        } else {
+          std::size_t sent = 0;
+          st = endpoints_[static_cast<std::size_t>(h.endpoint)].post(std::span<const operation>(&h.op, 1), sent);
+          if (st == status::ok && sent == 0) st = status::again;
+          if (st == status::ok) mark_used(h.endpoint, h.op.code);
+        }
+      }
+      if (st == status::again) return;
+      if (st != status::ok) complete_held(h, st);
+      pop_held();
+    }
+  }
+
+ private:
+  struct held_op {
+    operation op;       // translated for `endpoint`; a flush as the user posted it
+    int endpoint = -1;  // -1: a flush (post_flush when its turn comes)
+    routed_join* gate = nullptr;
+    remote_key key{};  // op.remote points here or at buffer
+    remote_buffer buffer{};
+    std::vector<local_slice> gather;  // capacity max_sge
+  };
+
+  // Gives the gate back, or to finish_join while parts are in flight.
+  void drop_gate(held_op& h) noexcept {
+    if (h.gate == nullptr) return;
+    if (h.gate->remaining == 0)
+      s_->joins.give_back(h.gate);
+    else
+      h.gate->orphan = true;
+    h.gate = nullptr;
+  }
+
+  void complete_held(const held_op& h, status st) {
+    if (has(h.op.options, op_options::unsignaled)) ++tally_->unsignaled_finished;
+    completion c{};
+    c.token = h.op.token;
+    c.flags = h.op.flags;
+    c.op = h.op.code;
+    c.status = st;
+    s_->failed.push_back(c);
+  }
+
+  void pop_held() noexcept {
+    held_head_ = (held_head_ + 1) % held_capacity;
+    --held_count_;
   }
 
   routed_state* s_;
@@ -433,10 +616,11 @@ class routed_endpoint {
   std::vector<any_provider::endpoint_impl> endpoints_;  // at most max_endpoints
   std::array<int, max_endpoints> endpoint_sub_{};       // each endpoint's provider domain
   std::uint16_t used_ = 0;                              // bit per endpoint an operation went out on
-  // Unsignaled striped operations finished (routed_join::finished).
-  std::shared_ptr<std::uint64_t> striped_finished_ = std::make_shared<std::uint64_t>(0);
-  // Abandoned joins still in flight (routed_join::abandoned_gate).
-  std::shared_ptr<std::uint32_t> abandoned_ = std::make_shared<std::uint32_t>(0);
+  std::uint16_t dirty_ = 0;  // bit per endpoint used since the last gate over it (recv and flush aside)
+  std::uint32_t max_sge_;
+  std::vector<held_op> held_;  // a ring of held_capacity, made on the first hold
+  std::size_t held_head_ = 0, held_count_ = 0;
+  std::shared_ptr<routed_tally> tally_ = std::make_shared<routed_tally>();  // what its joins report back
   import_table<entry> imports_;
   std::vector<operation> ops_;          // one batch, rewritten
   std::vector<remote_buffer> buffers_;  // the provider's remote_buffer per batch slot (made on first use)

@@ -49,6 +49,8 @@ inline constexpr std::uint8_t class_bit(route_class c) noexcept {
 
 using routed_clock = std::chrono::steady_clock;
 
+class routed_endpoint;
+
 struct routed_sub {
   route_choice choice;       // devices: this domain's one device, or none
   std::uint8_t rail = 0;     // its position in its route's device list
@@ -66,6 +68,17 @@ struct routed_class_route {
   std::uint8_t rails = 0;
 };
 
+// What the joins of one routed queue pair report back to it (shared: the
+// queue pair may close before its parts complete).
+struct routed_tally {
+  std::uint64_t unsignaled_finished = 0;  // its unsignaled joined operations finished
+  std::uint32_t abandoned = 0;            // its abandoned joins still in flight
+  // A part failed with peer_unreachable on a provider domain that is not
+  // down: the peer is taken as gone, and the queue pair refuses new
+  // operations with peer_unreachable (routed/endpoint.hpp).
+  bool peer_lost = false;
+};
+
 // One user operation spread over several provider operations: completes,
 // with the user's token, flags, opcode and byte count and the first error,
 // when all of them have (an unsignaled one: only with an error, and counted
@@ -80,15 +93,17 @@ struct routed_join {
   std::uint8_t flags = 0;
   std::uint8_t remaining = 0;
   std::uint16_t pending = 0;  // bit per provider domain with a part in flight
+  bool unsignaled = false;
   bool abandoned = false;
   bool reported = false;
+  // A gate (routed/endpoint.hpp): flushes a held operation waits for. It
+  // reports nothing; its queue pair takes its result and gives it back,
+  // or orphans it (gives it up to finish_join) while parts are in flight.
+  bool gate = false;
+  bool orphan = false;
   status result = status::ok;
   std::int32_t native_code = 0;
-  // An unsignaled operation's queue pair's count of them (shared: the queue
-  // pair may close before its parts complete).
-  std::shared_ptr<std::uint64_t> finished;
-  // An abandoned join's queue pair's count of abandoned joins in flight.
-  std::shared_ptr<std::uint32_t> abandoned_gate;
+  std::shared_ptr<routed_tally> qp;  // its queue pair's
   routed_join* next_free = nullptr;
 };
 
@@ -103,7 +118,9 @@ struct routed_state {
   std::uint64_t next_epoch = 1;
   std::size_t poll_start = 0;  // the sub polled first, rotating
   slot_pool<routed_join> joins{join_capacity};
-  std::vector<completion> failed;  // joins reported early, not yet polled (capacity join_capacity)
+  std::vector<completion> failed;         // joins reported early, held operations failed, not yet polled
+  std::vector<routed_endpoint*> holding;  // queue pairs with held operations (routed/endpoint.hpp)
+  bool has_rails = false;                 // some route has two or more: poll() times them
   std::chrono::milliseconds rail_timeout{10000};
   std::uint64_t stripe_min = 256 * 1024;
 
@@ -133,17 +150,20 @@ struct routed_state {
   // when it was the last and the join is to report, true then.
   bool finish_join(const completion& c, int sub, completion& out) noexcept {
     auto* j = reinterpret_cast<routed_join*>(c.token);
-    --subs[static_cast<std::size_t>(sub)].joined;
+    routed_sub& s = subs[static_cast<std::size_t>(sub)];
+    --s.joined;
     j->pending = static_cast<std::uint16_t>(j->pending & ~(1u << sub));
     if (c.status != status::ok && j->result == status::ok) {
       j->result = c.status;
       j->native_code = c.native_code;
     }
+    if (c.status == status::peer_unreachable && !s.down) j->qp->peer_lost = true;
     if (--j->remaining != 0) return false;
-    if (j->abandoned_gate) --*j->abandoned_gate;
-    const bool outcome = !j->abandoned && !j->reported;  // not told before
-    if (outcome && j->finished) ++*j->finished;
-    const bool report = outcome && (!j->finished || j->result != status::ok);
+    if (j->abandoned) --j->qp->abandoned;
+    if (j->gate && !j->abandoned && !j->orphan) return false;        // its queue pair takes the result
+    const bool outcome = !j->abandoned && !j->reported && !j->gate;  // not told before, a user's
+    if (outcome && j->unsignaled) ++j->qp->unsignaled_finished;
+    const bool report = outcome && (!j->unsignaled || j->result != status::ok);
     if (report) out = user_completion(*j);
     joins.give_back(j);
     return report;
@@ -182,7 +202,8 @@ struct routed_state {
         j->result = status::timed_out;
         j->native_code = 0;
         j->reported = true;
-        if (j->finished) ++*j->finished;
+        if (j->gate) continue;  // its queue pair sees it
+        if (j->unsignaled) ++j->qp->unsignaled_finished;
         failed.push_back(user_completion(*j));
       }
     }
