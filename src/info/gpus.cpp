@@ -45,8 +45,9 @@ value distances_to_nics(const std::string& bus_id, const value& gpu_numa, std::s
     const value nic_numa = numa_node(sysfs_root() + "/class/infiniband/" + ib + "/device");
     value e = value::make_object();
     e.set("rdma_device", ib)
-        .set("pcie_bridges",
-             d == vd::far_apart ? value("not on the same PCIe tree") : value(static_cast<std::int64_t>(d)))
+        .set("pcie_bridges", d == vd::far_apart                ? value("not on the same PCIe tree")
+                             : d == fabrix::detail::other_root ? value("same NUMA node, another root complex")
+                                                               : value(static_cast<std::int64_t>(d)))
         .set("numa_node", nic_numa)
         .set("same_numa_node", gpu_numa.is_int() && nic_numa.is_int() && gpu_numa.as_int() >= 0 &&
                                    gpu_numa.as_int() == nic_numa.as_int());

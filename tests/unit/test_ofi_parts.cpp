@@ -5,10 +5,13 @@
 
 #include <fabrix/ofi.hpp>
 
+#include "fake_sysfs.hpp"
 #include "slot_round_trip.hpp"
 
 #include <array>
+#include <chrono>
 #include <cstring>
+#include <vector>
 
 namespace od = fabrix::ofi::detail;
 using fabrix::status;
@@ -291,4 +294,44 @@ TEST_CASE("ofi native(): the domain's fabric, domain, endpoint, CQ and AV, the q
   auto mr = dom->register_memory(buf.data(), buf.size(), {}, fabrix::access::remote_write);
   REQUIRE(mr.has_value());
   if (fid_mr* native_mr = mr->native().mr) CHECK(fi_mr_desc(native_mr) == mr->slice(0, 1).descriptor);
+}
+
+TEST_CASE("ofi device pci:<bus id>: the offered domain named after the network device closest to that function") {
+  fxt::fake_sysfs sys;
+  sys.interface("lo", sys.near);
+  sys.interface("eth0", sys.far);
+  fabrix::domain_options o;
+  o.transport = "tcp;ofi_rxm";
+  o.device = std::string("pci:") + fxt::fake_sysfs::gpu;
+  auto a = fabrix::ofi::domain::create(o);
+  auto b = fabrix::ofi::domain::create(o);
+  REQUIRE_MESSAGE(a.has_value(), (a ? "" : a.error().describe()));
+  REQUIRE(b.has_value());
+  CHECK(fabrix::detail::provider_impl(*a).domain_name() == "lo");
+  std::vector<std::byte> src(4096), dst(4096);
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>(i * 5 + 3);
+  auto ms = a->register_memory(src.data(), src.size(), {}, fabrix::access::local);
+  auto md = b->register_memory(dst.data(), dst.size(), {}, fabrix::access::remote_write);
+  REQUIRE(ms);
+  REQUIRE(md);
+  auto qp = a->connect(b->address().value());
+  REQUIRE(qp);
+  REQUIRE(qp->write(ms->slice(0, 4096), md->remote().whole(), 1) == status::ok);
+  fabrix::completion c[4];
+  status got = status::timed_out;
+  for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+       got == status::timed_out && std::chrono::steady_clock::now() < until;) {
+    (void)b->poll(c);
+    for (std::size_t i = 0, n = a->poll(c); i < n; ++i)
+      if (c[i].token == 1) got = c[i].status;
+  }
+  CHECK(got == status::ok);
+  CHECK(dst == src);
+  // Only far devices on PCI that libfabric does not offer: refused, naming the closest.
+  fxt::fake_sysfs other("none");
+  other.interface("fxnone0", other.near);
+  auto none = fabrix::ofi::domain::create(o);
+  REQUIRE_FALSE(none.has_value());
+  CHECK(none.error().code == status::invalid_argument);
+  CHECK(none.error().message.find("fxnone0") != std::string::npos);
 }

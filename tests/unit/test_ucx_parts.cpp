@@ -6,6 +6,7 @@
 
 #include <fabrix/ucx.hpp>
 
+#include "fake_sysfs.hpp"
 #include "slot_round_trip.hpp"
 
 #include <sys/wait.h>
@@ -756,4 +757,46 @@ TEST_CASE("ucx native(): the domain's context and worker, the queue pair's endpo
   REQUIRE(ucp_mem_query(mr->native().memh, &ma) == UCS_OK);
   CHECK(ma.address == buf.data());
   CHECK(ma.length >= buf.size());
+}
+
+TEST_CASE("ucx device pci:<bus id>: UCX_NET_DEVICES is the network device closest to that PCI function") {
+  fxt::fake_sysfs sys;
+  sys.interface("lo", sys.near);
+  sys.interface("eth0", sys.far);
+  fabrix::domain_options o;
+  o.transport = "tcp";
+  o.device = std::string("pci:") + fxt::fake_sysfs::gpu;
+  auto a = fabrix::ucx::domain::create(o);
+  auto b = fabrix::ucx::domain::create(o);
+  REQUIRE_MESSAGE(a.has_value(), (a ? "" : a.error().describe()));
+  REQUIRE(b.has_value());
+  CHECK_MESSAGE(
+      a->describe().find("UCX_NET_DEVICES=lo (closest to PCI 0000:03:00.0: 4 PCIe hops)") != std::string::npos,
+      a->describe());
+  // Bytes move over it.
+  std::vector<std::byte> src(4096), dst(4096);
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>(i * 7 + 1);
+  auto ms = a->register_memory(src, fabrix::access::local);
+  auto md = b->register_memory(dst, fabrix::access::remote_write);
+  REQUIRE(ms);
+  REQUIRE(md);
+  auto qp = a->connect(b->address().value());
+  REQUIRE(qp);
+  REQUIRE(qp->write(ms->slice(0, 4096), md->remote().whole(), 1) == status::ok);
+  fabrix::completion c[4];
+  status got = status::timed_out;
+  for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+       got == status::timed_out && std::chrono::steady_clock::now() < until;) {
+    (void)b->poll(c);
+    for (std::size_t i = 0, n = a->poll(c); i < n; ++i)
+      if (c[i].token == 1) got = c[i].status;
+  }
+  CHECK(got == status::ok);
+  CHECK(dst == src);
+  // A function that is not there: refused, naming it.
+  o.device = "pci:0000:77:00.0";
+  auto none = fabrix::ucx::domain::create(o);
+  REQUIRE_FALSE(none.has_value());
+  CHECK(none.error().code == status::invalid_argument);
+  CHECK(none.error().message.find("0000:77:00.0") != std::string::npos);
 }

@@ -48,6 +48,7 @@ inline constexpr env_var env_vars[] = {
     {"FABRIX_STAGING_DEVICE", "staging", "CUDA ordinal of the copy stream (default 0)"},
     {"FABRIX_STAGING_OPS", "staging", "staged operations in flight per domain (default 4)"},
     {"FABRIX_STRIPE_MIN", "routed", "smallest write or read striped over rails, k/m/g suffixes (default 256k)"},
+    {"FABRIX_SYSFS", "core", "the sysfs root device choice by PCI distance reads (default /sys; fake trees in tests)"},
     {"FABRIX_UCX_CMA", "ucx", "0: node-mates' registered host memory by checked requests, not CMA (default 1)"},
     {"FABRIX_UCX_CMA_MIN_BYTES", "ucx", "smallest write or read by CMA, k/m/g suffixes (default 16k)"},
     {"FABRIX_VERBS_CM_PORT", "verbs", "rdma_cm listening port, 0 any (default 0)"},

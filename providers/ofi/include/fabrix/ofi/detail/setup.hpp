@@ -18,6 +18,7 @@
 
 #include <fabrix/detail/env.hpp>
 #include <fabrix/detail/little_endian.hpp>
+#include <fabrix/detail/topology.hpp>
 #include <fabrix/domain_options.hpp>
 #include <fabrix/ofi/detail/progress.hpp>
 #include <fabrix/ofi/detail/state.hpp>
@@ -127,6 +128,25 @@ inline fi_info* first_on_device(fi_info* list, const std::string& device) {
   return nullptr;
 }
 
+// device "pci:<bus id>": of the domains `list` offers, the one named after
+// the network device closest to that PCI function (an RDMA device or an
+// interface: verbs and tcp name their domains so; core
+// detail/topology.hpp); its name and distance in `why`. nullptr, with
+// `why`, when no offered domain is a device on PCI.
+inline fi_info* closest_on_pci(fi_info* list, const std::string& bus_id, std::string& why) {
+  const std::string sysfs = fabrix::detail::sysfs_root();
+  const auto near = fabrix::detail::devices_near(sysfs, bus_id);
+  for (const auto& n : near)
+    if (fi_info* i = first_on_device(list, n.name)) {
+      why = n.name + " (closest to PCI " + bus_id + ": " + fabrix::detail::describe_distance(n.distance) + ")";
+      return i;
+    }
+  why = near.empty() ? "no PCI function " + bus_id + " under " + sysfs + ", or no network device on PCI"
+                     : "none of the " + std::to_string(near.size()) +
+                           " network devices on PCI (closest: " + near.front().name + ") is a domain libfabric offers";
+  return nullptr;
+}
+
 // Refuses a domain_options::device that libfabric does not offer, naming
 // what it offers: invalid_argument when no such interface exists here,
 // unsupported when it exists but the provider does not offer it (tcp 1.17
@@ -176,7 +196,13 @@ inline result<fi_info*> find_provider(const domain_options& opts, bool& hmem, bo
                 "fi_getinfo found no FI_EP_RDM endpoint with RMA, atomics and tagged messages for " + what);
   }
   // The first match (on the device asked for) is libfabric's preference; keep only it.
-  fi_info* match = first_on_device(info, opts.device);
+  const auto bus = fabrix::detail::near_pci(opts.device);
+  std::string why_device;
+  fi_info* match = bus ? closest_on_pci(info, *bus, why_device) : first_on_device(info, opts.device);
+  if (match == nullptr && bus) {
+    fi_freeinfo(info);
+    return unexpected(status::invalid_argument, "device '" + opts.device + "': " + why_device, "ofi");
+  }
   if (match == nullptr) {
     auto e = no_such_device(opts, info);
     fi_freeinfo(info);

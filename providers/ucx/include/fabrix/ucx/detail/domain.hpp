@@ -20,6 +20,7 @@
 #include <fabrix/remote_buffer.hpp>
 #include <fabrix/result.hpp>
 #include <fabrix/ucx/detail/address.hpp>
+#include <fabrix/ucx/detail/device.hpp>
 #include <fabrix/ucx/detail/direct_registration.hpp>
 #include <fabrix/ucx/detail/endpoint.hpp>
 #include <fabrix/ucx/detail/fifo_workaround.hpp>
@@ -91,11 +92,17 @@ class domain_impl {
       d->transport = env ? env : "all";
     }
     if (!opts.device.empty()) {
-      s = ucp_config_modify(config, "NET_DEVICES", opts.device.c_str());
+      auto devices = detail::resolve_net_devices(opts.device);
+      if (!devices) {
+        ucp_config_release(config);
+        return unexpected(std::move(devices).error());
+      }
+      s = ucp_config_modify(config, "NET_DEVICES", devices->value.c_str());
       if (s != UCS_OK) {
         ucp_config_release(config);
-        return detail::fail(s, "device '" + opts.device + "' (UCX_NET_DEVICES)");
+        return detail::fail(s, "device '" + opts.device + "' (UCX_NET_DEVICES=" + devices->value + ")");
       }
+      d->net_devices = devices->value + (devices->why.empty() ? "" : " (" + devices->why + ")");
     }
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
@@ -345,6 +352,7 @@ class domain_impl {
   }
   std::string describe() const {
     return "ucx " + version() + ", UCX_TLS=" + d_->transport +
+           (d_->net_devices.empty() ? "" : ", UCX_NET_DEVICES=" + d_->net_devices) +
            (d_->cma
                 ? ", node-mates' registered host memory: writes and reads from " + std::to_string(d_->cma_min_bytes) +
                       " B by CMA (" + std::to_string(cma_peers()) + " peers), the rest by checked requests"

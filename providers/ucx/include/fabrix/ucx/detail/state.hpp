@@ -251,7 +251,8 @@ struct domain_state {
   // Smaller writes and reads go as checked requests (cma.hpp: by_cma).
   std::uint64_t cma_min_bytes = fabrix::detail::default_cma_min_bytes;
   std::vector<fabrix::detail::board_watch> boards;
-  std::string transport;  // UCX_TLS in force, for describe()
+  std::string transport;    // UCX_TLS in force, for describe()
+  std::string net_devices;  // domain_options::device as UCX_NET_DEVICES, and why, for describe()
   // ucp_context_query lists UCS_MEMORY_TYPE_CUDA: this UCX build (its cuda
   // transports) registers and moves device memory itself. Debian 12's UCX
   // 1.13.1 is built without CUDA, so this is false there.

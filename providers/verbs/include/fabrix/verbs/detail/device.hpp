@@ -4,8 +4,9 @@
 //   ""                  the first device with an active port (device list order)
 //   "rxe0", "mlx5_0:1"  that device (and port); an error if it has no active port
 //   "pci:0000:3b:00.0"  the device with an active port closest on PCIe to that
-//                       PCI function (a GPU, say): fewest bridges between them
-//                       (topology.hpp); ties keep device list order
+//                       PCI function (a GPU, say): fewest bridges between them,
+//                       then another root complex on the same NUMA node
+//                       (fabrix/detail/topology.hpp); ties keep device list order
 // GID: the best-ranked entry of the port (gid.hpp) from ibv_query_gid_table,
 // or from sysfs gid_attrs/types when that call fails; options::gid_index
 // (FABRIX_VERBS_GID_INDEX) overrides it.
@@ -172,11 +173,8 @@ inline result<opened_device> open_device(const options& o) {
         }
         int distance = 0;
         if (!spec.near_pci.empty()) {
-          distance = device_distance("/sys", name, spec.near_pci);
-          c.why_device = "closest to PCI " + spec.near_pci + " (" +
-                         (distance >= far_apart ? std::string("not on a shared PCIe tree")
-                                                : std::to_string(distance) + " PCIe hops") +
-                         ")";
+          distance = device_distance(fabrix::detail::sysfs_root(), name, spec.near_pci);
+          c.why_device = "closest to PCI " + spec.near_pci + " (" + fabrix::detail::describe_distance(distance) + ")";
         } else if (!spec.name.empty()) {
           c.why_device = "named " + o.device;
         } else {
