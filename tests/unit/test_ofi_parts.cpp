@@ -7,6 +7,7 @@
 
 #include "fake_sysfs.hpp"
 #include "slot_round_trip.hpp"
+#include "write_between.hpp"
 
 #include <array>
 #include <chrono>
@@ -308,26 +309,8 @@ TEST_CASE("ofi device pci:<bus id>: the offered domain named after the network d
   REQUIRE_MESSAGE(a.has_value(), (a ? "" : a.error().describe()));
   REQUIRE(b.has_value());
   CHECK(fabrix::detail::provider_impl(*a).domain_name() == "lo");
-  std::vector<std::byte> src(4096), dst(4096);
-  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>(i * 5 + 3);
-  auto ms = a->register_memory(src.data(), src.size(), {}, fabrix::access::local);
-  auto md = b->register_memory(dst.data(), dst.size(), {}, fabrix::access::remote_write);
-  REQUIRE(ms);
-  REQUIRE(md);
-  auto qp = a->connect(b->address().value());
-  REQUIRE(qp);
-  REQUIRE(qp->write(ms->slice(0, 4096), md->remote().whole(), 1) == status::ok);
-  fabrix::completion c[4];
-  status got = status::timed_out;
-  for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-       got == status::timed_out && std::chrono::steady_clock::now() < until;) {
-    (void)b->poll(c);
-    for (std::size_t i = 0, n = a->poll(c); i < n; ++i)
-      if (c[i].token == 1) got = c[i].status;
-  }
-  CHECK(got == status::ok);
-  CHECK(dst == src);
-  // Only far devices on PCI that libfabric does not offer: refused, naming the closest.
+  fxt::check_write_between(*a, *b);
+  // The only device on PCI is no domain libfabric offers: refused, naming it.
   fxt::fake_sysfs other("none");
   other.interface("fxnone0", other.near);
   auto none = fabrix::ofi::domain::create(o);

@@ -354,6 +354,20 @@ routed_domain open_rails() {
   return routed_domain::create(o).value();
 }
 
+// Two routed domains over two fake rails each, a queue pair from a to b,
+// and an 8 KiB source at a and destination at b.
+struct rail_pair {
+  routed_domain a = open_rails();
+  routed_domain b = open_rails();
+  fabrix::queue_pair<fabrix::routed> qp = a.connect(b.address().value()).value();
+  fake_state& r0 = fake_domain("host@r0", 0);
+  fake_state& r1 = fake_domain("host@r1", 0);
+  std::vector<std::byte> src = std::vector<std::byte>(8192, std::byte{5});
+  std::vector<std::byte> dst = std::vector<std::byte>(8192);
+  fabrix::memory_region<fabrix::routed> ms = a.register_memory(src, fabrix::access::local).value();
+  fabrix::memory_region<fabrix::routed> md = b.register_memory(dst, fabrix::access::all_remote).value();
+};
+
 std::byte pattern_byte(std::size_t i, unsigned seed) {
   return static_cast<std::byte>((i * 31 + seed * 7 + i / 251) & 0xff);
 }
@@ -525,145 +539,124 @@ TEST_CASE(
 
 TEST_CASE("routed: rails: a peer gone on one rail fails the queue pair, also on the rails that have not seen it") {
   scoped_env stripe("FABRIX_STRIPE_MIN", "1k");
-  auto a = open_rails();
-  auto b = open_rails();
-  auto qp = a.connect(b.address().value()).value();
-  auto other = a.connect(b.address().value()).value();
-  fake_state& r1 = fake_domain("host@r1", 0);
-  std::vector<std::byte> src(8192, std::byte{5}), dst(8192);
-  auto ms = a.register_memory(src, fabrix::access::local).value();
-  auto md = b.register_memory(dst, fabrix::access::all_remote).value();
+  rail_pair f;
+  auto other = f.a.connect(f.b.address().value()).value();
   // Rail 0 completes its stripe ok, rail 1 reports the peer gone: the
   // read fails, and then the queue pair refuses everything, also a small
   // write that would go whole over rail 0 (whose provider saw nothing).
-  r1.complete_with = fabrix::status::peer_unreachable;
-  CHECK(qp.read(ms.slice(0, 8192), md.remote().whole(), 1) == fabrix::status::ok);
-  auto got = drain(a);
+  f.r1.complete_with = fabrix::status::peer_unreachable;
+  CHECK(f.qp.read(f.ms.slice(0, 8192), f.md.remote().whole(), 1) == fabrix::status::ok);
+  auto got = drain(f.a);
   REQUIRE(got.size() == 1);
   CHECK(got[0].token == 1);
   CHECK(got[0].status == fabrix::status::peer_unreachable);
   CHECK(got[0].bytes == 0);
-  const int r0_posts = fake_domain("host@r0", 0).posts;
-  CHECK(qp.write(ms.slice(0, 8), md.remote().slice(0, 8), 2) == fabrix::status::peer_unreachable);
-  CHECK(qp.flush(3) == fabrix::status::peer_unreachable);
-  CHECK(fake_domain("host@r0", 0).posts == r0_posts);
+  const int r0_posts = f.r0.posts;
+  CHECK(f.qp.write(f.ms.slice(0, 8), f.md.remote().slice(0, 8), 2) == fabrix::status::peer_unreachable);
+  CHECK(f.qp.flush(3) == fabrix::status::peer_unreachable);
+  CHECK(f.r0.posts == r0_posts);
   // Another queue pair of the domain is its own: its own failures only.
-  r1.complete_with = fabrix::status::ok;
-  CHECK(other.write(ms.slice(0, 8192), md.remote().whole(), 4) == fabrix::status::ok);
-  got = drain(a);
+  f.r1.complete_with = fabrix::status::ok;
+  CHECK(other.write(f.ms.slice(0, 8192), f.md.remote().whole(), 4) == fabrix::status::ok);
+  got = drain(f.a);
   REQUIRE(got.size() == 1);
   CHECK(got[0].status == fabrix::status::ok);
-  CHECK(dst == src);
+  CHECK(f.dst == f.src);
 }
 
 TEST_CASE("routed: rails: notifications, messages and flushes wait for the stripes on every rail, in order") {
   scoped_env timeout("FABRIX_RAIL_TIMEOUT_MS", "600000");
   scoped_env stripe("FABRIX_STRIPE_MIN", "1k");
-  auto a = open_rails();
-  auto b = open_rails();
-  auto qp = a.connect(b.address().value()).value();
-  fake_state& r0 = fake_domain("host@r0", 0);
-  fake_state& r1 = fake_domain("host@r1", 0);
-  std::vector<std::byte> src(8192, std::byte{5}), dst(8192);
-  auto ms = a.register_memory(src, fabrix::access::local).value();
-  auto md = b.register_memory(dst, fabrix::access::all_remote).value();
+  rail_pair f;
   using fabrix::opcode;
 
   // Nothing went over another rail: a notification goes at once.
-  CHECK(qp.write_with_imm(ms.slice(0, 8), md.remote().slice(0, 8), 1, 1) == fabrix::status::ok);
-  CHECK(r0.posted == std::vector<opcode>{opcode::write_with_imm});
-  CHECK(drain(a).size() == 1);
+  CHECK(f.qp.write_with_imm(f.ms.slice(0, 8), f.md.remote().slice(0, 8), 1, 1) == fabrix::status::ok);
+  CHECK(f.r0.posted == std::vector<opcode>{opcode::write_with_imm});
+  CHECK(drain(f.a).size() == 1);
 
   // A striped write whose rail-1 stripe is slow: the notification, the
   // message and the flush after it are held (post() says ok), a small
   // write is not; rail 1 gets one gate flush.
-  r1.hold_all = true;
-  CHECK(qp.write(ms.slice(0, 8192), md.remote().whole(), 2) == fabrix::status::ok);
-  CHECK(qp.write_with_imm(ms.slice(0, 0), md.remote().slice(0, 0), 7, 3) == fabrix::status::ok);
-  CHECK(qp.send(ms.slice(0, 16), 4) == fabrix::status::ok);
-  CHECK(qp.flush(5) == fabrix::status::ok);
-  CHECK(qp.write(ms.slice(0, 64), md.remote().slice(0, 64), 6) == fabrix::status::ok);
-  CHECK(r0.posted == std::vector<opcode>{opcode::write_with_imm, opcode::write, opcode::write});
-  CHECK(r1.posted == std::vector<opcode>{opcode::write, opcode::flush});
-  auto got = drain(a);
+  f.r1.hold_all = true;
+  CHECK(f.qp.write(f.ms.slice(0, 8192), f.md.remote().whole(), 2) == fabrix::status::ok);
+  CHECK(f.qp.write_with_imm(f.ms.slice(0, 0), f.md.remote().slice(0, 0), 7, 3) == fabrix::status::ok);
+  CHECK(f.qp.send(f.ms.slice(0, 16), 4) == fabrix::status::ok);
+  CHECK(f.qp.flush(5) == fabrix::status::ok);
+  CHECK(f.qp.write(f.ms.slice(0, 64), f.md.remote().slice(0, 64), 6) == fabrix::status::ok);
+  CHECK(f.r0.posted == std::vector<opcode>{opcode::write_with_imm, opcode::write, opcode::write});
+  CHECK(f.r1.posted == std::vector<opcode>{opcode::write, opcode::flush});
+  auto got = drain(f.a);
   REQUIRE(got.size() == 1);  // the small write only
   CHECK(got[0].token == 6);
   // A bad key is refused at once, also while others are held.
-  fabrix::remote_buffer forged = md.remote();
+  fabrix::remote_buffer forged = f.md.remote();
   forged.seal ^= 1;
-  CHECK(qp.write_with_imm(ms.slice(0, 8), forged.slice(0, 8), 8, 9) == fabrix::status::invalid_argument);
+  CHECK(f.qp.write_with_imm(f.ms.slice(0, 8), forged.slice(0, 8), 8, 9) == fabrix::status::invalid_argument);
 
   // Rail 1 completes: the write, then the held ones go out in order, and
   // complete.
-  r1.hold_all = false;
-  r1.release_flushes();
-  got = drain(a);
+  f.r1.hold_all = false;
+  f.r1.release_flushes();
+  got = drain(f.a);
   std::vector<std::uint64_t> tokens;
   for (const auto& c : got) {
     CHECK(c.status == fabrix::status::ok);
     tokens.push_back(c.token);
   }
   CHECK(tokens == std::vector<std::uint64_t>{2, 3, 4, 5});
-  CHECK(r0.posted == std::vector<opcode>{opcode::write_with_imm, opcode::write, opcode::write, opcode::write_with_imm,
-                                         opcode::send, opcode::flush});
-  CHECK(r1.posted == std::vector<opcode>{opcode::write, opcode::flush, opcode::flush});  // the user's flush covers both
-  CHECK(dst == src);
+  CHECK(f.r0.posted == std::vector<opcode>{opcode::write_with_imm, opcode::write, opcode::write, opcode::write_with_imm,
+                                           opcode::send, opcode::flush});
+  CHECK(f.r1.posted ==
+        std::vector<opcode>{opcode::write, opcode::flush, opcode::flush});  // the user's flush covers both
+  CHECK(f.dst == f.src);
 
   // The stripes are behind a gate now: the next notification goes at once.
-  CHECK(qp.write_with_imm(ms.slice(0, 8), md.remote().slice(0, 8), 1, 10) == fabrix::status::ok);
-  CHECK(r0.posted.back() == opcode::write_with_imm);
-  CHECK(drain(a).size() == 1);
+  CHECK(f.qp.write_with_imm(f.ms.slice(0, 8), f.md.remote().slice(0, 8), 1, 10) == fabrix::status::ok);
+  CHECK(f.r0.posted.back() == opcode::write_with_imm);
+  CHECK(drain(f.a).size() == 1);
 }
 
 TEST_CASE("routed: rails: a held notification fails with its gate; closing the queue pair cancels what is held") {
   scoped_env timeout("FABRIX_RAIL_TIMEOUT_MS", "100");
   scoped_env stripe("FABRIX_STRIPE_MIN", "1k");
-  auto a = open_rails();
-  auto b = open_rails();
-  std::optional<fabrix::queue_pair<fabrix::routed>> qp(a.connect(b.address().value()).value());
-  fake_state& r0 = fake_domain("host@r0", 0);
-  fake_state& r1 = fake_domain("host@r1", 0);
-  std::vector<std::byte> src(8192, std::byte{5}), dst(8192);
-  auto ms = a.register_memory(src, fabrix::access::local).value();
-  auto md = b.register_memory(dst, fabrix::access::all_remote).value();
+  rail_pair f;
 
   // The peer is gone on rail 1: the gate fails, and with it the notification.
-  r1.hold_all = true;
-  CHECK(qp->write(ms.slice(0, 8192), md.remote().whole(), 1) == fabrix::status::ok);
-  CHECK(qp->write_with_imm(ms.slice(0, 8), md.remote().slice(0, 8), 7, 2) == fabrix::status::ok);
-  r1.hold_all = false;
-  r1.complete_with = fabrix::status::peer_unreachable;
-  r1.release_flushes();
-  auto got = drain(a);
+  f.r1.hold_all = true;
+  CHECK(f.qp.write(f.ms.slice(0, 8192), f.md.remote().whole(), 1) == fabrix::status::ok);
+  CHECK(f.qp.write_with_imm(f.ms.slice(0, 8), f.md.remote().slice(0, 8), 7, 2) == fabrix::status::ok);
+  f.r1.hold_all = false;
+  f.r1.complete_with = fabrix::status::peer_unreachable;
+  f.r1.release_flushes();
+  auto got = drain(f.a);
   REQUIRE(got.size() == 2);
   for (const auto& c : got) CHECK(c.status == fabrix::status::peer_unreachable);
   CHECK(got[0].token + got[1].token == 3);
-  CHECK(std::count(r0.posted.begin(), r0.posted.end(), fabrix::opcode::write_with_imm) == 0);
+  CHECK(std::count(f.r0.posted.begin(), f.r0.posted.end(), fabrix::opcode::write_with_imm) == 0);
 
   // Rail 1 stalls and goes down: the held notification fails timed_out.
-  auto qp2 = a.connect(b.address().value()).value();
-  r1.complete_with = fabrix::status::ok;
-  r1.hold_all = true;
-  CHECK(qp2.write(ms.slice(0, 8192), md.remote().whole(), 3) == fabrix::status::ok);
-  CHECK(qp2.write_with_imm(ms.slice(0, 8), md.remote().slice(0, 8), 7, 4) == fabrix::status::ok);
+  auto qp2 = f.a.connect(f.b.address().value()).value();
+  f.r1.complete_with = fabrix::status::ok;
+  f.r1.hold_all = true;
+  CHECK(qp2.write(f.ms.slice(0, 8192), f.md.remote().whole(), 3) == fabrix::status::ok);
+  CHECK(qp2.write_with_imm(f.ms.slice(0, 8), f.md.remote().slice(0, 8), 7, 4) == fabrix::status::ok);
   std::this_thread::sleep_for(std::chrono::milliseconds(150));
-  got = drain(a);
+  got = drain(f.a);
   REQUIRE(got.size() == 2);
   for (const auto& c : got) CHECK(c.status == fabrix::status::timed_out);
   CHECK(got[0].token + got[1].token == 7);
 
   // A queue pair closed while it holds a notification: it completes
   // canceled, and the gate's late completion reports nothing.
-  auto c = fabrix::domain_options{};
-  c.transport = "net=fxfake:host@r0,r1";
-  auto a2 = routed_domain::create(c).value();
+  auto a2 = open_rails();
   fake_state& s0 = fake_domain("host@r0", 2);  // a's, b's, then a2's
   fake_state& s1 = fake_domain("host@r1", 2);
-  std::optional<fabrix::queue_pair<fabrix::routed>> qp3(a2.connect(b.address().value()).value());
-  auto ms2 = a2.register_memory(src, fabrix::access::local).value();
+  std::optional<fabrix::queue_pair<fabrix::routed>> qp3(a2.connect(f.b.address().value()).value());
+  auto ms2 = a2.register_memory(f.src, fabrix::access::local).value();
   s1.hold_all = true;
-  CHECK(qp3->write(ms2.slice(0, 8192), md.remote().whole(), 5) == fabrix::status::ok);
-  CHECK(qp3->write_with_imm(ms2.slice(0, 8), md.remote().slice(0, 8), 7, 6) == fabrix::status::ok);
+  CHECK(qp3->write(ms2.slice(0, 8192), f.md.remote().whole(), 5) == fabrix::status::ok);
+  CHECK(qp3->write_with_imm(ms2.slice(0, 8), f.md.remote().slice(0, 8), 7, 6) == fabrix::status::ok);
   qp3.reset();
   got = drain(a2);
   REQUIRE(got.size() == 1);
@@ -680,23 +673,16 @@ TEST_CASE("routed: rails: a held notification fails with its gate; closing the q
 TEST_CASE("routed: rails: a peer that stalls every rail alike marks none down") {
   scoped_env timeout("FABRIX_RAIL_TIMEOUT_MS", "50");
   scoped_env stripe("FABRIX_STRIPE_MIN", "1k");
-  auto a = open_rails();
-  auto b = open_rails();
-  auto qp = a.connect(b.address().value()).value();
-  fake_state& r0 = fake_domain("host@r0", 0);
-  fake_state& r1 = fake_domain("host@r1", 0);
-  std::vector<std::byte> src(8192, std::byte{5}), dst(8192);
-  auto ms = a.register_memory(src, fabrix::access::local).value();
-  auto md = b.register_memory(dst, fabrix::access::all_remote).value();
-  r0.hold_all = r1.hold_all = true;
-  CHECK(qp.write(ms.slice(0, 8192), md.remote().whole(), 1) == fabrix::status::ok);
+  rail_pair f;
+  f.r0.hold_all = f.r1.hold_all = true;
+  CHECK(f.qp.write(f.ms.slice(0, 8192), f.md.remote().whole(), 1) == fabrix::status::ok);
   std::this_thread::sleep_for(std::chrono::milliseconds(120));
-  CHECK(drain(a).empty());
-  CHECK(qp.describe().find("down") == std::string::npos);
-  r0.hold_all = r1.hold_all = false;
-  r0.release_flushes();
-  r1.release_flushes();
-  auto got = drain(a);
+  CHECK(drain(f.a).empty());
+  CHECK(f.qp.describe().find("down") == std::string::npos);
+  f.r0.hold_all = f.r1.hold_all = false;
+  f.r0.release_flushes();
+  f.r1.release_flushes();
+  auto got = drain(f.a);
   REQUIRE(got.size() == 1);
   CHECK(got[0].status == fabrix::status::ok);
   CHECK(got[0].token == 1);

@@ -8,6 +8,7 @@
 
 #include "fake_sysfs.hpp"
 #include "slot_round_trip.hpp"
+#include "write_between.hpp"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -773,26 +774,7 @@ TEST_CASE("ucx device pci:<bus id>: UCX_NET_DEVICES is the network device closes
   CHECK_MESSAGE(
       a->describe().find("UCX_NET_DEVICES=lo (closest to PCI 0000:03:00.0: 4 PCIe hops)") != std::string::npos,
       a->describe());
-  // Bytes move over it.
-  std::vector<std::byte> src(4096), dst(4096);
-  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>(i * 7 + 1);
-  auto ms = a->register_memory(src, fabrix::access::local);
-  auto md = b->register_memory(dst, fabrix::access::remote_write);
-  REQUIRE(ms);
-  REQUIRE(md);
-  auto qp = a->connect(b->address().value());
-  REQUIRE(qp);
-  REQUIRE(qp->write(ms->slice(0, 4096), md->remote().whole(), 1) == status::ok);
-  fabrix::completion c[4];
-  status got = status::timed_out;
-  for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-       got == status::timed_out && std::chrono::steady_clock::now() < until;) {
-    (void)b->poll(c);
-    for (std::size_t i = 0, n = a->poll(c); i < n; ++i)
-      if (c[i].token == 1) got = c[i].status;
-  }
-  CHECK(got == status::ok);
-  CHECK(dst == src);
+  fxt::check_write_between(*a, *b);
   // A function that is not there: refused, naming it.
   o.device = "pci:0000:77:00.0";
   auto none = fabrix::ucx::domain::create(o);
