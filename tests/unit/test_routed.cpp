@@ -615,6 +615,26 @@ TEST_CASE("routed: rails: notifications, messages and flushes wait for the strip
   CHECK(f.qp.write_with_imm(f.ms.slice(0, 8), f.md.remote().slice(0, 8), 1, 10) == fabrix::status::ok);
   CHECK(f.r0.posted.back() == opcode::write_with_imm);
   CHECK(drain(f.a).size() == 1);
+  // A striped write, then a flush that completed: the flush covers the
+  // stripes, so the notification after it needs no gate.
+  CHECK(f.qp.write(f.ms.slice(0, 8192), f.md.remote().whole(), 11) == fabrix::status::ok);
+  CHECK(f.qp.flush(12) == fabrix::status::ok);
+  CHECK(drain(f.a).size() == 2);
+  const std::size_t r1_posts = f.r1.posted.size();
+  CHECK(f.qp.write_with_imm(f.ms.slice(0, 8), f.md.remote().slice(0, 8), 1, 13) == fabrix::status::ok);
+  CHECK(f.r0.posted.back() == opcode::write_with_imm);
+  CHECK(f.r1.posted.size() == r1_posts);
+  CHECK(drain(f.a).size() == 1);
+  // Posted after the flush, a stripe is not covered by it: gated again.
+  CHECK(f.qp.write(f.ms.slice(0, 8192), f.md.remote().whole(), 14) == fabrix::status::ok);
+  CHECK(f.qp.flush(15) == fabrix::status::ok);
+  CHECK(f.qp.write(f.ms.slice(0, 8192), f.md.remote().whole(), 16) == fabrix::status::ok);
+  CHECK(drain(f.a).size() == 3);
+  CHECK(f.qp.write_with_imm(f.ms.slice(0, 8), f.md.remote().slice(0, 8), 1, 17) == fabrix::status::ok);
+  CHECK(f.r1.posted.back() == opcode::flush);  // the gate
+  auto last = drain(f.a);
+  REQUIRE(last.size() == 1);
+  CHECK(last[0].token == 17);
 }
 
 TEST_CASE("routed: rails: a held notification fails with its gate; closing the queue pair cancels what is held") {

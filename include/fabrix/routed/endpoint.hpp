@@ -32,14 +32,16 @@
 // order. A notification or message (write_with_imm, send) is delivered
 // after everything its queue pair posted before it, on every rail and
 // route: where operations went out on another provider endpoint than its
-// own since the last such point, it is held (translated and checked now,
+// own and are not known complete at the target (no gate or flush of this
+// queue pair covering them has completed), it is held (translated and checked now,
 // post() returns ok) behind a gate, a flush on each of those endpoints, and
 // posted on its own from a later poll() once the gate completed; a gate
 // that fails (a rail down, a peer gone) fails it with the gate's status.
 // While anything is held, later notifications, messages and flushes queue
 // behind it in order (up to held_capacity; then status::again); writes,
-// reads and atomics do not wait. So the first notification after a
-// striped write costs one flush round trip on the other rails.
+// reads and atomics do not wait. So a notification after a striped write
+// costs one flush round trip on the other rails, unless a flush of the
+// queue pair posted after the write has completed.
 //
 // A flush covers every provider endpoint this queue pair has used: with
 // one (not a rail), it is that provider's flush; otherwise a flush on
@@ -94,7 +96,7 @@ class routed_endpoint {
  public:
   static constexpr std::size_t batch_size = 16;
   static constexpr std::size_t host = 0, device = 1;
-  static constexpr std::size_t max_endpoints = routed_max_rails + 1;
+  static constexpr std::size_t max_endpoints = routed_max_endpoints;
 
   static constexpr std::size_t held_capacity = 64;
 
@@ -441,6 +443,8 @@ class routed_endpoint {
     j->flags = o.flags;
     j->op = opcode::flush;
     j->qp = tally_;
+    for (std::size_t e = 0; e < endpoints_.size(); ++e)
+      if ((targets & (1u << e)) != 0) j->covers[e] = sent_[e];
     operation inner = op::flush(reinterpret_cast<std::uint64_t>(j));
     inner.flags = flag_routed;
     for (std::size_t e = 0; e < endpoints_.size(); ++e) {
@@ -469,9 +473,17 @@ class routed_endpoint {
     return status::ok;
   }
 
+  // Bit per provider endpoint with posts not known complete at the target.
+  std::uint16_t unsynced() const noexcept {
+    std::uint16_t m = 0;
+    for (std::size_t e = 0; e < endpoints_.size(); ++e)
+      if (sent_[e] > tally_->synced[e]) m = static_cast<std::uint16_t>(m | (1u << e));
+    return m;
+  }
+
   void mark_used(int e, opcode code) noexcept {
     used_ = static_cast<std::uint16_t>(used_ | (1u << e));
-    if (code != opcode::recv && code != opcode::flush) dirty_ = static_cast<std::uint16_t>(dirty_ | (1u << e));
+    if (code != opcode::recv && code != opcode::flush) ++sent_[static_cast<std::size_t>(e)];
   }
 
   // Whether `o` must wait: a notification or message after operations on
@@ -482,7 +494,7 @@ class routed_endpoint {
     if (!message && o.code != opcode::flush) return false;
     if (held_count_ > 0) return true;
     if (!message || !routes_[r].usable()) return false;
-    return (dirty_ & ~(1u << routes_[r].endpoint[rail_for(o, r)])) != 0;
+    return (unsynced() & ~(1u << routes_[r].endpoint[rail_for(o, r)])) != 0;
   }
 
   // Translates `o` into a held slot now (so bad input is refused at once),
@@ -515,7 +527,7 @@ class routed_endpoint {
         h.gather.assign(h.op.gather.begin(), h.op.gather.end());
         h.op.gather = h.gather;
       }
-      const auto others = static_cast<std::uint16_t>(dirty_ & ~(1u << h.endpoint));
+      const auto others = static_cast<std::uint16_t>(unsynced() & ~(1u << h.endpoint));
       if (others != 0) {
         routed_join* j = s_->joins.take();
         if (j == nullptr) return status::again;
@@ -528,9 +540,10 @@ class routed_endpoint {
           if ((others & (1u << e)) != 0)
             if (const status st = post_part(j, static_cast<int>(e), inner); st != status::ok) return st;
         h.gate = j;
-        dirty_ = static_cast<std::uint16_t>(dirty_ & ~others);
+        for (std::size_t e = 0; e < endpoints_.size(); ++e)
+          if ((others & (1u << e)) != 0) tally_->synced[e] = sent_[e];
       }
-      dirty_ = static_cast<std::uint16_t>(dirty_ | (1u << h.endpoint));
+      ++sent_[static_cast<std::size_t>(h.endpoint)];
     }
     if (held_count_++ == 0) s_->holding.push_back(this);
     return status::ok;
@@ -616,7 +629,9 @@ class routed_endpoint {
   std::vector<any_provider::endpoint_impl> endpoints_;  // at most max_endpoints
   std::array<int, max_endpoints> endpoint_sub_{};       // each endpoint's provider domain
   std::uint16_t used_ = 0;                              // bit per endpoint an operation went out on
-  std::uint16_t dirty_ = 0;  // bit per endpoint used since the last gate over it (recv and flush aside)
+  // Per provider endpoint: operations posted to it (recv and flush aside),
+  // a count routed_tally::synced is compared with.
+  std::array<std::uint64_t, max_endpoints> sent_{};
   std::uint32_t max_sge_;
   std::vector<held_op> held_;  // a ring of held_capacity, made on the first hold
   std::size_t held_head_ = 0, held_count_ = 0;

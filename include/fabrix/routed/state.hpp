@@ -27,6 +27,7 @@
 #include <fabrix/routed/address.hpp>
 #include <fabrix/routed/config.hpp>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -68,6 +69,10 @@ struct routed_class_route {
   std::uint8_t rails = 0;
 };
 
+// Provider endpoints of one routed queue pair: the rails of its host
+// route, and one for device memory.
+inline constexpr std::size_t routed_max_endpoints = routed_max_rails + 1;
+
 // What the joins of one routed queue pair report back to it (shared: the
 // queue pair may close before its parts complete).
 struct routed_tally {
@@ -77,6 +82,10 @@ struct routed_tally {
   // down: the peer is taken as gone, and the queue pair refuses new
   // operations with peer_unreachable (routed/endpoint.hpp).
   bool peer_lost = false;
+  // Per provider endpoint: how many of the queue pair's posts to it are
+  // known complete at the target (routed_endpoint::sent_), by a gate or a
+  // flush that completed ok.
+  std::array<std::uint64_t, routed_max_endpoints> synced{};
 };
 
 // One user operation spread over several provider operations: completes,
@@ -104,6 +113,9 @@ struct routed_join {
   status result = status::ok;
   std::int32_t native_code = 0;
   std::shared_ptr<routed_tally> qp;  // its queue pair's
+  // A user's joined flush: per provider endpoint of its queue pair, the
+  // posts it covers (routed_tally::synced once it completed ok; 0: none).
+  std::array<std::uint64_t, routed_max_endpoints> covers{};
   routed_join* next_free = nullptr;
 };
 
@@ -162,6 +174,9 @@ struct routed_state {
     if (j->abandoned) --j->qp->abandoned;
     if (j->gate && !j->abandoned && !j->orphan) return false;        // its queue pair takes the result
     const bool outcome = !j->abandoned && !j->reported && !j->gate;  // not told before, a user's
+    if (outcome && j->op == opcode::flush && j->result == status::ok)
+      for (std::size_t e = 0; e < routed_max_endpoints; ++e)
+        j->qp->synced[e] = std::max(j->qp->synced[e], j->covers[e]);
     if (outcome && j->unsignaled) ++j->qp->unsignaled_finished;
     const bool report = outcome && (!j->unsignaled || j->result != status::ok);
     if (report) out = user_completion(*j);
