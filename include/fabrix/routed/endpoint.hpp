@@ -387,14 +387,12 @@ class routed_endpoint {
       t.remote.length = t.local.length;
       rail_of[k] = up[k];
     }
-    routed_join* j = s_->joins.take();
+    routed_join* j = take_join(o.code);
     if (j == nullptr) return status::again;
     j->token = o.token;
     j->flags = o.flags;
-    j->op = o.code;
     j->bytes = len;
     j->unsignaled = has(o.options, op_options::unsignaled);
-    j->qp = tally_;
     for (std::size_t k = 0; k < ops_.size(); ++k) {
       operation& t = ops_[k];
       t.token = reinterpret_cast<std::uint64_t>(j);
@@ -437,20 +435,33 @@ class routed_endpoint {
       return endpoints_[static_cast<std::size_t>(std::countr_zero(targets))].post(std::span<const operation>(&o, 1),
                                                                                   sent);
     }
-    routed_join* j = s_->joins.take();
+    routed_join* j = take_join(opcode::flush);
     if (j == nullptr) return status::again;
     j->token = o.token;
     j->flags = o.flags;
-    j->op = opcode::flush;
-    j->qp = tally_;
     for (std::size_t e = 0; e < endpoints_.size(); ++e)
       if ((targets & (1u << e)) != 0) j->covers[e] = sent_[e];
+    return post_flush_parts(j, targets);
+  }
+
+  // A join of this queue pair for a user operation `op`, or a gate; nullptr
+  // when the domain's pool is empty.
+  routed_join* take_join(opcode op) noexcept {
+    routed_join* j = s_->joins.take();
+    if (j != nullptr) {
+      j->op = op;
+      j->qp = tally_;
+    }
+    return j;
+  }
+
+  // A flush on each provider endpoint of `targets`, as parts of join `j`.
+  status post_flush_parts(routed_join* j, std::uint16_t targets) {
     operation inner = op::flush(reinterpret_cast<std::uint64_t>(j));
     inner.flags = flag_routed;
-    for (std::size_t e = 0; e < endpoints_.size(); ++e) {
-      if ((targets & (1u << e)) == 0) continue;
-      if (status st = post_part(j, static_cast<int>(e), inner); st != status::ok) return st;
-    }
+    for (std::size_t e = 0; e < endpoints_.size(); ++e)
+      if ((targets & (1u << e)) != 0)
+        if (const status st = post_part(j, static_cast<int>(e), inner); st != status::ok) return st;
     return status::ok;
   }
 
@@ -498,7 +509,8 @@ class routed_endpoint {
   }
 
   // Translates `o` into a held slot now (so bad input is refused at once),
-  // behind a gate over the other provider endpoints used since the last one.
+  // behind a gate over the other provider endpoints with posts not known
+  // complete at the target.
   status hold(const operation& o, std::size_t r) {
     if (held_count_ == held_capacity) return status::again;
     if (held_.empty()) {  // once per queue pair
@@ -529,16 +541,10 @@ class routed_endpoint {
       }
       const auto others = static_cast<std::uint16_t>(unsynced() & ~(1u << h.endpoint));
       if (others != 0) {
-        routed_join* j = s_->joins.take();
+        routed_join* j = take_join(opcode::flush);
         if (j == nullptr) return status::again;
-        j->op = opcode::flush;
         j->gate = true;
-        j->qp = tally_;
-        operation inner = op::flush(reinterpret_cast<std::uint64_t>(j));
-        inner.flags = flag_routed;
-        for (std::size_t e = 0; e < endpoints_.size(); ++e)
-          if ((others & (1u << e)) != 0)
-            if (const status st = post_part(j, static_cast<int>(e), inner); st != status::ok) return st;
+        if (const status st = post_flush_parts(j, others); st != status::ok) return st;
         h.gate = j;
         for (std::size_t e = 0; e < endpoints_.size(); ++e)
           if ((others & (1u << e)) != 0) tally_->synced[e] = sent_[e];

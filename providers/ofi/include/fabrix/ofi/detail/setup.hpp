@@ -131,16 +131,13 @@ inline fi_info* first_on_device(fi_info* list, const std::string& device) {
 // device "pci:<bus id>": of the domains `list` offers, the one named after
 // the network device closest to that PCI function (an RDMA device or an
 // interface: verbs and tcp name their domains so; core
-// detail/topology.hpp); its name and distance in `why`. nullptr, with
-// `why`, when no offered domain is a device on PCI.
+// detail/topology.hpp). nullptr, with `why`, when no offered domain is a
+// device on PCI.
 inline fi_info* closest_on_pci(fi_info* list, const std::string& bus_id, std::string& why) {
   const std::string sysfs = fabrix::detail::sysfs_root();
   const auto near = fabrix::detail::devices_near(sysfs, bus_id);
   for (const auto& n : near)
-    if (fi_info* i = first_on_device(list, n.name)) {
-      why = n.name + " (closest to PCI " + bus_id + ": " + fabrix::detail::describe_distance(n.distance) + ")";
-      return i;
-    }
+    if (fi_info* i = first_on_device(list, n.name)) return i;
   why = near.empty() ? "no PCI function " + bus_id + " under " + sysfs + ", or no network device on PCI"
                      : "none of the " + std::to_string(near.size()) +
                            " network devices on PCI (closest: " + near.front().name + ") is a domain libfabric offers";
