@@ -125,9 +125,16 @@ struct routed {
         }
       };
       first_that_opens(route_class::node, {{"ucx", "", {}}, {"ofi", "shm", {}}});
+      // The compiled-in providers best first, then the plugins on the plugin
+      // path; "<name>+staged" entries open by name only (cuda/staged_open.hpp).
       std::vector<route_choice> network;
-      for (const auto& e : detail::providers_by_priority())
-        if (e.name != name && e.name != "cuda_ipc") network.push_back({std::string(e.name), "", {}});
+      auto add_network = [&](std::string_view n) {
+        if (n == "cuda_ipc" || n.find('+') != std::string_view::npos) return;
+        route_choice ch{std::string(n), "", {}};
+        if (std::find(network.begin(), network.end(), ch) == network.end()) network.push_back(std::move(ch));
+      };
+      for (const auto& e : detail::providers_by_priority()) add_network(e.name);
+      for (const auto& f : find_provider_plugins()) add_network(f.name);
       first_that_opens(route_class::net, network);
       if (s->subs.empty())
         return unexpected(status::unsupported, "no provider opened for any route: " + tried, std::string(name));
@@ -143,45 +150,36 @@ struct routed {
     }
 
     result<region_impl> register_memory(void* addr, std::size_t len, memory_location where, access rights) {
-      auto r = std::make_unique<detail::routed_region_state>();
-      remote_buffer& rb = r->remote;
-      rb = detail::describe_region(id, reinterpret_cast<std::uintptr_t>(addr), len, where, rights, s_->id.nonce,
-                                   s_->next_epoch++);
-      const bool host = where.kind == memory_kind::host;
-      constexpr auto host_classes = detail::class_bit(route_class::node) | detail::class_bit(route_class::net);
-      std::optional<error> failed;
-      bool any = false;
-      for (std::size_t i = 0; i < s_->subs.size(); ++i) {
-        auto& sub = s_->subs[i];
-        const bool serves_host = (sub.classes & host_classes) != 0;
-        const bool serves_gpu = (sub.classes & detail::class_bit(route_class::gpu)) != 0;
-        const bool required = host ? serves_host : serves_gpu;
-        const bool tried = required || (host ? serves_gpu : sub.dom->runtime_caps().gpu == gpu_path::direct);
-        if (!tried) continue;
-        auto reg = sub.dom->register_memory(addr, len, where, rights);
-        if (!reg) {
-          if (required) return unexpected(std::move(reg).error());
-          if (!failed) failed = std::move(reg).error();
+      return register_in_subs(std::make_unique<detail::routed_region_state>(), addr, len, where, rights);
+    }
+
+    // Host memory allocated by the provider of the node route (else the net
+    // route) where it allocates (UCX maps it so that node-mates' writes
+    // are plain copies), then registered in the other provider domains as
+    // register_memory does; status::unsupported where neither allocates.
+    result<region_impl> allocate_memory(std::size_t len, access rights) {
+      std::string why;
+      for (auto c : {route_class::node, route_class::net}) {
+        const detail::routed_class_route& route = s_->route_of(c);
+        if (route.rails == 0) continue;
+        const int k = route.subs[0];
+        auto& sub = s_->subs[static_cast<std::size_t>(k)];
+        auto a = sub.dom->allocate_memory(len, rights);
+        if (!a && a.code() == status::unsupported) {
+          why += (why.empty() ? "" : "; ") + a.error().describe();
           continue;
         }
-        if (!detail::append_routed_key(rb, static_cast<std::uint8_t>(i), reg->remote()))
-          return unexpected(status::unsupported,
-                            "register_memory: the keys of this domain's providers (" + describe() +
-                                ") do not fit one remote_buffer (" + std::to_string(remote_buffer::max_key_size) +
-                                " bytes)",
-                            std::string(name));
-        r->subs[i] = std::move(*reg);
-        any = true;
+        if (!a) return unexpected(std::move(a).error());
+        void* addr = reinterpret_cast<void*>(static_cast<std::uintptr_t>(a->remote().address));
+        auto r = std::make_unique<detail::routed_region_state>();
+        r->subs[static_cast<std::size_t>(k)] = std::move(*a);
+        r->allocated_by = k;
+        return register_in_subs(std::move(r), addr, len, memory_location{}, rights);
       }
-      if (!any) {
-        if (failed) return unexpected(std::move(*failed));
-        return unexpected(status::unsupported,
-                          "register_memory: no provider of this domain takes " + std::string(to_string(where.kind)) +
-                              " memory (" + describe() + ")",
-                          std::string(name));
-      }
-      rb.seal = rb.compute_seal(s_->id.secret);
-      return region_impl(std::move(r));
+      return unexpected(status::unsupported,
+                        "allocate_memory: no provider of this domain's host routes allocates memory (" + why +
+                            "); allocate it yourself and register_memory it",
+                        std::string(name));
     }
 
     // Every provider domain's completions; the parts of a joined operation
@@ -337,6 +335,53 @@ struct routed {
 
    private:
     explicit domain_impl(std::unique_ptr<detail::routed_state> s) : s_(std::move(s)) {}
+
+    // Registers [addr, addr + len) in every provider domain that takes its
+    // memory kind, except one that `r` already holds (allocate_memory's),
+    // and seals the routed remote_buffer over their keys, in domain order.
+    result<region_impl> register_in_subs(std::unique_ptr<detail::routed_region_state> r, void* addr, std::size_t len,
+                                         memory_location where, access rights) {
+      remote_buffer& rb = r->remote;
+      rb = detail::describe_region(id, reinterpret_cast<std::uintptr_t>(addr), len, where, rights, s_->id.nonce,
+                                   s_->next_epoch++);
+      const bool host = where.kind == memory_kind::host;
+      constexpr auto host_classes = detail::class_bit(route_class::node) | detail::class_bit(route_class::net);
+      std::optional<error> failed;
+      bool any = false;
+      for (std::size_t i = 0; i < s_->subs.size(); ++i) {
+        auto& sub = s_->subs[i];
+        const bool serves_host = (sub.classes & host_classes) != 0;
+        const bool serves_gpu = (sub.classes & detail::class_bit(route_class::gpu)) != 0;
+        const bool required = host ? serves_host : serves_gpu;
+        const bool tried = required || (host ? serves_gpu : sub.dom->runtime_caps().gpu == gpu_path::direct);
+        if (!tried) continue;
+        if (!r->subs[i]) {
+          auto reg = sub.dom->register_memory(addr, len, where, rights);
+          if (!reg) {
+            if (required) return unexpected(std::move(reg).error());
+            if (!failed) failed = std::move(reg).error();
+            continue;
+          }
+          r->subs[i] = std::move(*reg);
+        }
+        if (!detail::append_routed_key(rb, static_cast<std::uint8_t>(i), r->subs[i]->remote()))
+          return unexpected(status::unsupported,
+                            "register_memory: the keys of this domain's providers (" + describe() +
+                                ") do not fit one remote_buffer (" + std::to_string(remote_buffer::max_key_size) +
+                                " bytes)",
+                            std::string(name));
+        any = true;
+      }
+      if (!any) {
+        if (failed) return unexpected(std::move(*failed));
+        return unexpected(status::unsupported,
+                          "register_memory: no provider of this domain takes " + std::string(to_string(where.kind)) +
+                              " memory (" + describe() + ")",
+                          std::string(name));
+      }
+      rb.seal = rb.compute_seal(s_->id.secret);
+      return region_impl(std::move(r));
+    }
 
     // Opens `choice` for class `c`, one provider domain per device (rail),
     // or shares one already open for the same provider, transport, device

@@ -43,6 +43,8 @@ struct fake_state {
   bool hold_flushes = false;
   bool hold_all = false;                              // nothing completes (a rail that died) until release_flushes()
   bool refuse_next = false;                           // the next post returns again
+  bool allocates = true;                              // allocate_memory answers, else unsupported
+  int allocated = 0, registered = 0;                  // regions made by each
   fabrix::status complete_with = fabrix::status::ok;  // every completion's status (a peer gone: peer_unreachable)
 
   // The remote address of a write or read (the fake's remote memory is in
@@ -146,11 +148,20 @@ struct fxfake {
     }
     fabrix::result<region_impl> register_memory(void* addr, std::size_t len, fabrix::memory_location where,
                                                 fabrix::access rights) {
+      ++s_->registered;
       auto rb = fabrix::detail::describe_region(fabrix::provider_id_of(name), reinterpret_cast<std::uintptr_t>(addr),
                                                 len, where, rights, s_->id.nonce, ++epoch_);
       rb.key_size = 4;
       rb.seal = rb.compute_seal(s_->id.secret);
       return region_impl(rb);
+    }
+    // Zeroed host memory that lives as long as the domain, registered.
+    fabrix::result<region_impl> allocate_memory(std::size_t len, fabrix::access rights) {
+      if (!s_->allocates)
+        return fabrix::unexpected(fabrix::status::unsupported, "this fake does not allocate", "fxfake");
+      ++s_->allocated;
+      allocations_.emplace_back(new std::byte[len]());
+      return register_memory(allocations_.back().get(), len, {}, rights);
     }
     std::size_t poll(std::span<fabrix::completion> out) {
       std::size_t n = 0;
@@ -174,6 +185,7 @@ struct fxfake {
     explicit domain_impl(std::unique_ptr<fake_state> s) : s_(std::move(s)) {}
     std::unique_ptr<fake_state> s_;
     std::uint64_t epoch_ = 0;
+    std::vector<std::unique_ptr<std::byte[]>> allocations_;
   };
 };
 
@@ -301,6 +313,70 @@ TEST_CASE("routed: a queue pair that used one route flushes through that provide
   auto got = drain(a);
   REQUIRE(got.size() == 2);
   CHECK(got[1].token == 2);
+}
+
+TEST_CASE("routed: allocate_memory takes the node route's provider's memory and registers it in the other routes") {
+  fabrix::domain_options o;
+  o.transport = "node=fxfake:host net=fxfake:net";
+  auto a = routed_domain::create(o).value();
+  auto b = routed_domain::create(o).value();
+  fake_state& host = fake_domain("host", 0);
+  fake_state& net = fake_domain("net", 0);
+  auto qp = a.connect(b.address().value()).value();  // a node-mate: the node route
+  auto src = a.allocate_memory(64, fabrix::access::local).value();
+  CHECK(host.allocated == 1);
+  CHECK(host.registered == 1);  // the allocation's own
+  CHECK(net.allocated == 0);
+  CHECK(net.registered == 1);
+  const auto at = reinterpret_cast<std::uintptr_t>(src.data());
+  fabrix::remote_buffer sub;
+  REQUIRE(fabrix::detail::routed_sub_buffer(src.remote(), 0, sub));
+  CHECK(sub.address == at);
+  REQUIRE(fabrix::detail::routed_sub_buffer(src.remote(), 1, sub));
+  CHECK(sub.address == at);
+  CHECK(src.remote().address == at);
+  std::memset(src.data(), 5, 64);
+  std::vector<std::byte> dst(64);
+  auto md = b.register_memory(dst, fabrix::access::all_remote).value();
+  CHECK(qp.write(src.slice(0, 64), md.remote().whole(), 1) == fabrix::status::ok);
+  CHECK(dst == std::vector<std::byte>(64, std::byte{5}));
+  CHECK(drain(a).size() == 1);
+  // The node route's provider does not allocate: the net route's does.
+  host.allocates = false;
+  auto more = a.allocate_memory(32, fabrix::access::local).value();
+  CHECK(net.allocated == 1);
+  CHECK(host.registered == 2);
+  // Neither: unsupported, saying what to do instead.
+  net.allocates = false;
+  auto none = a.allocate_memory(32, fabrix::access::local);
+  REQUIRE(!none.has_value());
+  CHECK(none.code() == fabrix::status::unsupported);
+  CHECK(none.error().message.find("register_memory it") != std::string::npos);
+}
+
+TEST_CASE("routed: with no route it opens the default routes; open(\"auto\") routes only with FABRIX_ROUTE") {
+  ::unsetenv("FABRIX_ROUTE");
+  // Neither ucx nor ofi is in this program: no node route; fxfake, the one
+  // network provider registered here, is the net route and serves
+  // node-mates too.
+  auto a = fabrix::open("routed").value();
+  auto b = fabrix::open("routed").value();
+  CHECK(a.describe().starts_with("routed:"));
+  CHECK(a.describe().find("net=fxfake") != std::string::npos);
+  auto qp = a.connect(b.address().value()).value();
+  CHECK(qp.describe().find("host memory: fxfake (peer on this node, no node route configured)") != std::string::npos);
+  std::vector<std::byte> src(32, std::byte{3}), dst(32);
+  auto ms = a.register_memory(src, fabrix::access::local).value();
+  auto md = b.register_memory(dst, fabrix::access::all_remote).value();
+  CHECK(md.remote().provider == fabrix::routed::id);
+  CHECK(qp.write(ms.slice(0, 32), md.remote().whole(), 1) == fabrix::status::ok);
+  CHECK(dst == src);
+  CHECK(a.allocate_memory(16, fabrix::access::local).has_value());
+
+  CHECK(fabrix::open("auto").value().describe() == "fxfake ");
+  ::setenv("FABRIX_ROUTE", "net=fxfake:r", 1);
+  CHECK(fabrix::open("auto").value().describe() == "routed: [net=fxfake r]");
+  ::unsetenv("FABRIX_ROUTE");
 }
 
 TEST_CASE("routed: registrations whose keys do not fit one remote_buffer are refused") {

@@ -247,6 +247,17 @@ struct routed_state {
 struct routed_region_state {
   std::array<std::optional<any_provider::region_impl>, routed_max_subs> subs;
   remote_buffer remote;
+  // The provider domain whose region owns the memory (allocate_memory), or
+  // -1: its region goes last, after the registrations of that memory.
+  int allocated_by = -1;
+
+  routed_region_state() = default;
+  routed_region_state(const routed_region_state&) = delete;
+  routed_region_state& operator=(const routed_region_state&) = delete;
+  ~routed_region_state() {
+    for (std::size_t i = 0; i < subs.size(); ++i)
+      if (static_cast<int>(i) != allocated_by) subs[i].reset();
+  }
 };
 
 }  // namespace fabrix::detail
