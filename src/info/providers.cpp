@@ -65,7 +65,7 @@ value described(std::string_view name, result<any_domain>& d) {
 // loads and what its table says, and whether a compiled-in provider of the
 // same name shadows it (then open(name) never loads it); one that is not
 // shadowed is opened as open(name) opens it.
-value plugins_of(const std::vector<std::string_view>& compiled_in, bool& any_usable) {
+value plugins_of(const std::vector<std::string_view>& compiled_in) {
   value dirs = value::make_array();
   for (const auto& d : provider_plugin_path()) dirs.push(d);
   value found = value::make_array();
@@ -84,7 +84,6 @@ value plugins_of(const std::vector<std::string_view>& compiled_in, bool& any_usa
       found.push(std::move(v));
       continue;
     }
-    any_usable = true;
     v.set("loads", true)
         .set("version", (*p)->version.empty() ? std::string("-") : (*p)->version)
         .set("abi_version", static_cast<std::int64_t>((*p)->abi_version))
@@ -106,22 +105,16 @@ value plugins_of(const std::vector<std::string_view>& compiled_in, bool& any_usa
 
 value providers_section() {
   value list = value::make_array();
-  // What fabrix::open("auto") picks: the first provider, best first, that
-  // opens (any_provider.hpp), i.e. the first one opened here; not opened again.
-  std::string pick;
   for (std::string_view name : registered_providers()) {
     auto d = fabrix::open(name);
-    if (d && pick.empty()) pick = d->describe();
     list.push(described(name, d));
   }
-  bool plugin_usable = false;
-  value plugins = plugins_of(registered_providers(), plugin_usable);
-  // A plugin may rank above every compiled-in provider: then only a real
-  // open("auto") says what it picks.
-  if (plugin_usable) {
-    auto best = fabrix::open("auto");
-    pick = best ? best->describe() : std::string();
-  }
+  value plugins = plugins_of(registered_providers());
+  // What fabrix::open("auto") opens here (any_provider.hpp: the best
+  // provider that opens, a plugin included; the routed domain where
+  // FABRIX_ROUTE is set), opened once more to ask it.
+  auto best = fabrix::open("auto");
+  const std::string pick = best ? best->describe() : std::string();
   value s = value::make_object();
   s.set("compiled_in", std::move(list))
       .set("plugins", std::move(plugins))
