@@ -10,11 +10,12 @@
 // Providers join the registry when their header is included (e.g.
 // <fabrix/ucx.hpp> registers "ucx"). fabrix::open("ucx") opens that one, or,
 // where none of that name is compiled in, the plugin libfabrix-ucx.so
-// (plugins.hpp, provider_abi.h); fabrix::open("auto") opens the provider,
-// compiled-in or plugin, with the highest priority that opens successfully
-// on this machine (domain_impl::create below says how ties and names fall),
-// or, where FABRIX_ROUTE is set, the routed domain over the providers that
-// route names (routed.hpp; open("routed") opens it by name).
+// (plugins.hpp, provider_abi.h). fabrix::open("auto") opens the routed
+// domain (routed.hpp: per peer and memory kind the provider that serves it)
+// in a program that includes it; otherwise, and where the options name a
+// transport or device or FABRIX_ROUTE=off, the provider, compiled-in or
+// plugin, with the highest priority that opens successfully on this machine
+// (domain_impl::create below says how ties and names fall).
 #pragma once
 
 #include <fabrix/concepts.hpp>
@@ -48,6 +49,9 @@ struct any_endpoint_base {
   // Which provider serves the peer and why, where the provider says;
   // otherwise its name (empty from a plugin).
   virtual std::string describe() const { return {}; }
+  // Another provider's remote_buffer as one of this endpoint's, where it
+  // takes them (queue_pair::adopt); false otherwise.
+  virtual bool adopt_remote(const remote_buffer&, remote_buffer&) { return false; }
 };
 
 struct any_domain_base {
@@ -90,6 +94,12 @@ struct any_endpoint_model final : any_endpoint_base {
       return impl.describe();
     else
       return std::string(P::name);
+  }
+  bool adopt_remote(const remote_buffer& foreign, remote_buffer& out) override {
+    if constexpr (requires { impl.adopt_remote(foreign, out); })
+      return impl.adopt_remote(foreign, out);
+    else
+      return false;
   }
   typename P::endpoint_impl impl;
 };
@@ -168,10 +178,22 @@ result<std::unique_ptr<any_domain_base>> open_erased(const domain_options& opts)
   return std::unique_ptr<any_domain_base>(new any_domain_model<P>(std::move(*d)));
 }
 
-// fabrix::routed (routed.hpp) is no provider of the registry ("auto" never
-// picks it, registered_providers() does not list it): its header sets this,
-// and open("routed"), or open("auto") where FABRIX_ROUTE is set, opens it.
+// fabrix::routed (routed.hpp) is no provider of the registry
+// (registered_providers() does not list it): its header sets this, and
+// open("routed") opens it, as does open("auto") in a program that has it
+// (any_provider::domain_impl::create says when).
 inline result<std::unique_ptr<any_domain_base>> (*routed_opener)(const domain_options&) = nullptr;
+
+// FABRIX_ROUTE's route text; null where it is unset or "off" ("off": open("auto")
+// picks one provider, as in a program without fabrix::routed).
+inline const char* route_from_environment() noexcept {
+  const char* r = env_text("FABRIX_ROUTE");
+  return r != nullptr && std::string_view(r) != "off" ? r : nullptr;
+}
+inline bool routing_turned_off() noexcept {
+  const char* r = env_text("FABRIX_ROUTE");
+  return r != nullptr && std::string_view(r) == "off";
+}
 
 // Why a provider was not added to the registry (its name's wire number is
 // another registered name's): open() of that name reports it.
@@ -233,6 +255,7 @@ struct any_provider {
     result<import_ref> import_key(const remote_buffer& rb) { return e_->import_key(rb); }
     status release_key(import_ref ref) { return e_->release_key(ref); }
     std::string describe() const { return e_->describe(); }
+    bool adopt_remote(const remote_buffer& foreign, remote_buffer& out) { return e_->adopt_remote(foreign, out); }
 
    private:
     std::unique_ptr<detail::any_endpoint_base> e_;
@@ -240,24 +263,38 @@ struct any_provider {
 
   class domain_impl {
    public:
-    // opts.provider: a provider's name or "auto".
+    // opts.provider: a provider's name, "routed" or "auto".
     // A name no compiled-in provider has is opened as a plugin,
     // libfabrix-<name>.so (plugins.hpp); a compiled-in (header-only)
     // provider wins over a plugin of the same name, which is then not
-    // loaded. "auto" tries the compiled-in providers and the plugins found
-    // on the plugin path (each loaded to read its table's priority) by
-    // priority, highest first, a compiled-in one first among equals, and
-    // opens the first that opens; a plugin that cannot be loaded is passed
-    // over (its error is in the message when nothing opens).
+    // loaded.
+    // "auto" in a program with fabrix::routed (<fabrix/routed.hpp>, which
+    // <fabrix/fabrix.hpp> includes) opens the routed domain: with
+    // FABRIX_ROUTE's route, else with its default routes where
+    // opts.transport and opts.device are empty (they name one provider's
+    // transport or device, so they ask for one provider). Otherwise, or
+    // with FABRIX_ROUTE=off, or where the routed domain opens nothing,
+    // "auto" picks one provider: it tries the compiled-in providers and
+    // the plugins found on the plugin path (each loaded to read its
+    // table's priority) by priority, highest first, a compiled-in one
+    // first among equals, and opens the first that opens; a plugin that
+    // cannot be loaded is passed over (its error is in the message when
+    // nothing opens).
     static result<domain_impl> create(const domain_options& opts) {
       const auto entries = detail::providers_by_priority();
       const bool pick_best = opts.provider.empty() || opts.provider == "auto";
-      if (opts.provider == "routed" || (pick_best && detail::env_text("FABRIX_ROUTE") != nullptr)) {
+      if (opts.provider == "routed" || (pick_best && detail::route_from_environment() != nullptr)) {
         if (detail::routed_opener == nullptr)
           return unexpected(status::unsupported, "fabrix::routed is not in this program (include <fabrix/routed.hpp>)");
         auto d = detail::routed_opener(opts);
         if (!d) return unexpected(std::move(d).error());
         return domain_impl(std::move(*d));
+      }
+      if (pick_best && detail::routed_opener != nullptr && !detail::routing_turned_off() && opts.transport.empty() &&
+          opts.device.empty()) {
+        // Where it opens nothing (no provider of host memory opens here),
+        // the pick below may still open one (cuda_ipc); else its errors say why.
+        if (auto d = detail::routed_opener(opts)) return domain_impl(std::move(*d));
       }
       if (!pick_best) {
         for (const auto& e : entries) {

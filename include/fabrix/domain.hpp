@@ -20,6 +20,7 @@
 #include <fabrix/detail/domain_core.hpp>
 #include <fabrix/detail/host_range.hpp>
 #include <fabrix/detail/provider_impl.hpp>
+#include <fabrix/detail/routed_peer.hpp>
 #include <fabrix/domain_options.hpp>
 #include <fabrix/memory_region.hpp>
 #include <fabrix/queue_pair.hpp>
@@ -123,11 +124,31 @@ class domain {
   result<queue_pair<P>> connect(std::span<const std::byte> peer_address) {
     return connect(peer_address, core_->next_peer_id);
   }
+  // A peer that is a routed domain (routed.hpp) is reached through its
+  // provider domain of this domain's provider (detail/routed_peer.hpp);
+  // invalid_argument where it has none.
   result<queue_pair<P>> connect(std::span<const std::byte> peer_address, std::uint32_t peer_id) {
+    std::unique_ptr<detail::routed_peer> routed;
+    if (detail::is_routed_address(peer_address) && provider() != detail::routed_provider_id) {
+      auto a = detail::decode_routed_address(peer_address);
+      if (!a) return unexpected(std::move(a).error());
+      const int j = detail::routed_entry_for(*a, provider());
+      if (j < 0) {
+        std::string theirs;
+        for (const auto& s : a->subs) theirs += (theirs.empty() ? "" : ", ") + std::string(to_string(s.provider));
+        return unexpected(status::invalid_argument,
+                          "connect: the peer is a routed domain over " + theirs + ", none of them " +
+                              std::string(to_string(provider())) + ", this domain's provider",
+                          std::string(to_string(provider())));
+      }
+      routed =
+          std::make_unique<detail::routed_peer>(detail::routed_peer{a->nonce, a->secret, static_cast<std::uint8_t>(j)});
+      peer_address = a->subs[static_cast<std::size_t>(j)].blob;  // points into peer_address
+    }
     auto e = impl().connect(peer_address, peer_id);
     if (!e) return unexpected(std::move(e).error());
     ++core_->next_peer_id;
-    return queue_pair<P>(std::move(*e), core_, peer_id);
+    return queue_pair<P>(std::move(*e), core_, peer_id, std::move(routed));
   }
 
   provider_id provider() const noexcept { return impl().provider(); }

@@ -30,6 +30,7 @@
 #include <fabrix/detail/awaiter.hpp>
 #include <fabrix/detail/domain_core.hpp>
 #include <fabrix/detail/provider_impl.hpp>
+#include <fabrix/detail/routed_peer.hpp>
 #include <fabrix/detail/validate.hpp>
 #include <fabrix/operation.hpp>
 
@@ -94,13 +95,17 @@ class queue_pair {
  public:
   using provider_type = P;
 
-  queue_pair(typename P::endpoint_impl impl, std::shared_ptr<detail::domain_core<P>> core, std::uint32_t peer_id)
+  // `routed`: the peer is a routed domain reached through its provider
+  // domain of P (domain::connect; detail/routed_peer.hpp), else null.
+  queue_pair(typename P::endpoint_impl impl, std::shared_ptr<detail::domain_core<P>> core, std::uint32_t peer_id,
+             std::unique_ptr<detail::routed_peer> routed = nullptr)
       : core_(std::move(core)),
         impl_(std::move(impl)),
         id_(core_->impl.provider()),
         peer_id_(peer_id),
         import_id_(detail::next_import_id()),
-        rules_(id_, core_->impl.owner(), import_id_, core_->impl.runtime_caps()) {}
+        rules_(id_, core_->impl.owner(), import_id_, core_->impl.runtime_caps()),
+        routed_peer_(std::move(routed)) {}
 
   // What completions that arrive on this queue pair carry in completion::peer.
   std::uint32_t peer_id() const noexcept { return peer_id_; }
@@ -173,10 +178,12 @@ class queue_pair {
   // returned key cost a bounds and rights check. Errors: invalid_argument
   // (another provider's or peer's buffer, a broken seal, a closed queue
   // pair), no_memory (import_table::capacity keys are imported).
-  result<remote_key> import(const remote_buffer& rb) {
+  result<remote_key> import(const remote_buffer& given) {
     if (!core_ || !core_->open) return unexpected(status::invalid_argument, "import: the queue pair is closed");
-    if (rb.provider != id_)
+    const remote_buffer* adopted = given.provider == id_ ? &given : adopt(given);
+    if (adopted == nullptr)
       return unexpected(status::invalid_argument, "import: the remote_buffer is another provider's");
+    const remote_buffer& rb = *adopted;
     auto ref = impl_.import_key(rb);
     if (!ref) return unexpected(std::move(ref).error());
     remote_key k;
@@ -223,8 +230,19 @@ class queue_pair {
   // `posted` is its index. Otherwise posts in order (one provider call).
   post_result post(std::span<const operation> ops) {
     if (!core_ || !core_->open) return {status::invalid_argument, 0};
+    bool adopting = false;
     for (std::size_t i = 0; i < ops.size(); ++i) {
-      if (status s = detail::validate(ops[i], rules_); s != status::ok) return {s, i};
+      if (status s = detail::validate(ops[i], rules_); s != status::ok) {
+        operation a;
+        if (s != status::invalid_argument || !adopt(ops[i], a)) return {s, i};
+        if (s = detail::validate(a, rules_); s != status::ok) return {s, i};
+        adopting = true;
+      }
+    }
+    if (adopting) {  // another provider's buffers (adopt): one at a time
+      for (std::size_t i = 0; i < ops.size(); ++i)
+        if (status s = post(ops[i]); s != status::ok) return {s, i};
+      return {status::ok, ops.size()};
     }
     std::size_t posted = 0;
     if (fence_next_) {  // recvs before the fenced operation go as they are
@@ -243,7 +261,11 @@ class queue_pair {
   }
   status post(const operation& o) {
     if (!core_ || !core_->open) return status::invalid_argument;  // moved from, or its domain destroyed
-    if (status s = detail::validate(o, rules_); s != status::ok) return s;
+    if (status s = detail::validate(o, rules_); s != status::ok) {
+      operation a;
+      if (s != status::invalid_argument || !adopt(o, a)) return s;
+      return post_validated(a);
+    }
     if (fence_next_ && o.code != opcode::recv) return post_fenced(o);
     std::size_t posted = 0;
     return impl_.post(std::span<const operation>(&o, 1), posted);
@@ -277,6 +299,45 @@ class queue_pair {
     return s;
   }
 
+  // `o`, whose validation failed, posted with its remote_buffer adopted.
+  status post_validated(const operation& o) {
+    if (status s = detail::validate(o, rules_); s != status::ok) return s;
+    if (fence_next_ && o.code != opcode::recv) return post_fenced(o);
+    std::size_t posted = 0;
+    return impl_.post(std::span<const operation>(&o, 1), posted);
+  }
+
+  static constexpr bool endpoint_adopts =
+      requires(typename P::endpoint_impl & e, const remote_buffer& f, remote_buffer& out) {
+    { e.adopt_remote(f, out) } -> std::same_as<bool>;
+  };
+
+  // Another provider's remote_buffer that this queue pair takes as one of
+  // its own (the cold path: only after validation refused it): a routed
+  // peer's, as its entry of this provider (detail/routed_peer.hpp); or,
+  // where the endpoint adopts buffers (a routed queue pair to a plain
+  // provider's domain, routed/endpoint.hpp), what it makes of it. Written
+  // into adopted_ (made on first use; valid until the next adoption, and
+  // providers read a remote_buffer at post); null where it is neither.
+  const remote_buffer* adopt(const remote_buffer& rb) {
+    if (rb.provider == id_ || (!routed_peer_ && !endpoint_adopts)) return nullptr;
+    if (!adopted_) adopted_ = std::make_unique<remote_buffer>();
+    if (routed_peer_)
+      return detail::routed_entry_buffer(*routed_peer_, rb, *adopted_) && adopted_->provider == id_ ? adopted_.get()
+                                                                                                    : nullptr;
+    if constexpr (endpoint_adopts)
+      if (impl_.adopt_remote(rb, *adopted_)) return adopted_.get();
+    return nullptr;
+  }
+  bool adopt(const operation& o, operation& out) {
+    if (!detail::uses_remote(o.code) || o.remote.buffer == nullptr || o.remote.key != nullptr) return false;
+    const remote_buffer* a = adopt(*o.remote.buffer);
+    if (a == nullptr) return false;
+    out = o;
+    out.remote.buffer = a;
+    return true;
+  }
+
   std::shared_ptr<detail::domain_core<P>> core_;  // declared first: released after impl_
   typename P::endpoint_impl impl_;
   provider_id id_;
@@ -285,6 +346,8 @@ class queue_pair {
   detail::post_rules rules_;  // what every operation is checked against (validate.hpp)
   op_options defaults_ = op_options::none;
   bool fence_next_ = false;
+  std::unique_ptr<detail::routed_peer> routed_peer_;  // null: the peer is no routed domain
+  std::unique_ptr<remote_buffer> adopted_;
 };
 
 }  // namespace fabrix

@@ -6,9 +6,16 @@
 // collectives work unchanged, with one poll, one wait and one key per
 // region.
 //
-//   auto dom = fabrix::domain<fabrix::routed>::create().value();   // or fabrix::open("routed")
+//   auto dom = fabrix::domain<fabrix::routed>::create().value();   // or fabrix::open("routed"), open("auto")
 //   auto qp = dom.connect(peer_blob).value();
 //   qp.describe();   // "host memory: ofi:shm (peer on this node); device memory: ..."
+//
+// fabrix::open("auto") opens it in a program that includes this header
+// (any_provider.hpp says when not). A peer that is one provider's domain,
+// not routed, is reached too: it connects through our provider domain of
+// its provider (domain::connect, detail/routed_peer.hpp), and we connect to
+// its blob with the first provider domain of our host routes that takes it
+// (connect_plain) and adopt its remote_buffers.
 //
 // Which provider serves what: route_config (routed/config.hpp), from
 // FABRIX_ROUTE, else domain_options::transport, else the default: node =
@@ -46,6 +53,7 @@
 #include <fabrix/detail/describe_region.hpp>
 #include <fabrix/detail/env.hpp>
 #include <fabrix/detail/process_identity.hpp>
+#include <fabrix/detail/routed_peer.hpp>
 #include <fabrix/routed/address.hpp>
 #include <fabrix/routed/config.hpp>
 #include <fabrix/routed/endpoint.hpp>
@@ -88,6 +96,9 @@ struct routed {
     result<import_ref> import_key(const remote_buffer& rb) { return e_->import_key(rb); }
     status release_key(import_ref ref) { return e_->release_key(ref); }
     std::string describe() const { return e_->describe(); }
+    bool adopt_remote(const remote_buffer& foreign, remote_buffer& out) const noexcept {
+      return e_->adopt_remote(foreign, out);
+    }
     detail::routed_endpoint* operator->() const noexcept { return e_.get(); }
 
    private:
@@ -97,7 +108,7 @@ struct routed {
   class domain_impl {
    public:
     static result<domain_impl> create(const domain_options& opts) {
-      const char* env = detail::env_text("FABRIX_ROUTE");
+      const char* env = detail::route_from_environment();
       const std::string text = env ? std::string(env) : opts.transport;
       auto s = std::make_unique<detail::routed_state>();
       s->node = detail::node_id();
@@ -256,6 +267,7 @@ struct routed {
     // least); the device route: the gpu route to a node-mate, else the host
     // route where its provider reaches device memory.
     result<endpoint_impl> connect(std::span<const std::byte> peer, std::uint32_t peer_id) {
+      if (!detail::is_routed_address(peer)) return connect_plain(peer, peer_id);
       auto a = detail::decode_routed_address(peer);
       if (!a) return unexpected(std::move(a).error());
       const bool same_node = a->node == s_->node;
@@ -335,6 +347,46 @@ struct routed {
 
    private:
     explicit domain_impl(std::unique_ptr<detail::routed_state> s) : s_(std::move(s)) {}
+
+    // A peer that is one provider's domain (its own address blob, not a
+    // routed one: a program on fabrix::ucx, say): the provider domain of
+    // the node route, else of the net route (rail 0), that takes the blob
+    // serves its host memory, and its device memory where that provider
+    // reaches device memory itself. The queue pair adopts the peer's
+    // remote_buffers (routed_endpoint::adopt_remote).
+    result<endpoint_impl> connect_plain(std::span<const std::byte> peer, std::uint32_t peer_id) {
+      std::string tried;
+      for (auto c : {route_class::node, route_class::net}) {
+        const detail::routed_class_route& route = s_->route_of(c);
+        if (route.rails == 0) continue;
+        const int mine = route.subs[0];
+        auto& sub = s_->subs[static_cast<std::size_t>(mine)];
+        auto e = sub.dom->connect(peer, peer_id);
+        if (!e) {
+          tried += (tried.empty() ? "" : "; ") + sub.choice.text() + ": " + e.error().describe();
+          continue;
+        }
+        const auto ident = detail::draw_domain_identity();  // seals the peer's buffers as this queue pair adopts them
+        endpoint_impl ep(
+            std::make_unique<detail::routed_endpoint>(s_.get(), ident.nonce, ident.secret, runtime_caps().max_sge));
+        const std::string why =
+            "peer not routed, on its own " + std::string(to_string(sub.dom->provider())) + " domain";
+        ep->add_rail(detail::routed_endpoint::host, mine, 0, std::move(*e));
+        ep->set_why(detail::routed_endpoint::host, why);
+        ep->set_plain_peer(sub.dom->provider());
+        if (sub.dom->runtime_caps().gpu == gpu_path::direct)
+          ep->share_route(detail::routed_endpoint::device, detail::routed_endpoint::host,
+                          why + "; its provider reaches device memory itself");
+        else
+          ep->set_why(detail::routed_endpoint::device, "none: the peer's provider does not reach device memory here");
+        return ep;
+      }
+      return unexpected(status::invalid_argument,
+                        "connect: not a routed address blob, and no provider domain of this domain's host routes "
+                        "takes it as its own (" +
+                            tried + ")",
+                        std::string(name));
+    }
 
     // Registers [addr, addr + len) in every provider domain that takes its
     // memory kind, except one that `r` already holds (allocate_memory's),

@@ -16,6 +16,7 @@
 #include "providers.hpp"
 
 #include <fabrix/routed.hpp>
+#include <fabrix/ucx.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -129,6 +130,79 @@ TEST_CASE("conformance: routed: peers whose routes differ do not connect") {
     // Not a routed blob at all.
     FX_CHECK(!dom.connect(std::span<const std::byte>(blobs[0].data(), 10)).has_value());
     FX_CHECK(boot.barrier().has_value());
+  });
+}
+
+namespace {
+// One side of "a routed domain and one provider's domain": connects to the
+// other side, writes its pattern into the other's memory by the other's
+// remote_buffer and through an imported key, flushes, and checks what the
+// other wrote into its own, serving the other's traffic meanwhile.
+template <class P>
+void reach_the_other(int rank, fabrix::bootstrap& boot, fabrix::domain<P> dom, fabrix::provider_id theirs) {
+  constexpr std::size_t n = 4096;
+  const auto blobs = fxt::must(boot.allgather(fxt::must(dom.address(), "address")), "allgather");
+  auto qp = fxt::must(dom.connect(blobs[static_cast<std::size_t>(1 - rank)]), "connect to the other kind of domain");
+  std::vector<std::byte> src(n), dst(2 * n), note(8);
+  fxt::fill(src.data(), n, seed_of(rank, 1 - rank));
+  auto ms = fxt::must(dom.register_memory(src, access::local), "register");
+  auto md = fxt::must(dom.register_memory(dst, access::all_remote), "register");
+  auto mn = fxt::must(dom.register_memory(note, access::all_remote), "register");
+  const auto all = fxt::must(fabrix::exchange(boot, md.remote()), "exchange");
+  const auto notes = fxt::must(fabrix::exchange(boot, mn.remote()), "exchange");
+  const fabrix::remote_buffer& other = all[static_cast<std::size_t>(1 - rank)];
+  FX_CHECK(other.provider == theirs);
+  auto key = fxt::must(qp.import(other), "import the other's buffer");
+  FX_CHECK_STATUS(qp.write(ms.slice(0, n), other.slice(0, n), 1), status::ok);
+  FX_CHECK_STATUS(qp.write(ms.slice(0, n), key.slice(n, n), 2), status::ok);
+  FX_CHECK_STATUS(qp.write(ms.slice(0, 8), other.slice(2 * n - 4, 8), 3), status::out_of_range);
+  FX_CHECK_STATUS(qp.flush(4), status::ok);
+  FX_CHECK_STATUS(qp.write_with_imm(mn.slice(0, 0), notes[static_cast<std::size_t>(1 - rank)].slice(0, 0), 77, 5),
+                  status::ok);
+  // Serves the other's traffic until our four operations completed and the
+  // other's notification (after its writes) came.
+  int mine = 0;
+  bool noted = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  fabrix::completion c[16];
+  while ((mine < 4 || !noted) && std::chrono::steady_clock::now() < deadline) {
+    const std::size_t got = dom.poll(c);
+    for (std::size_t i = 0; i < got; ++i) {
+      FX_CHECK_STATUS(c[i].status, status::ok);
+      if (c[i].op == fabrix::opcode::remote_write_imm)
+        noted = noted || c[i].imm == 77;
+      else
+        ++mine;
+    }
+  }
+  FX_CHECK(mine == 4);
+  FX_CHECK(noted);
+  FX_CHECK(fxt::first_mismatch(dst.data(), n, seed_of(1 - rank, rank)) == n);
+  FX_CHECK(fxt::first_mismatch(dst.data() + n, n, seed_of(1 - rank, rank)) == n);
+  FX_CHECK_STATUS(qp.release(key), status::ok);
+  FX_CHECK(boot.barrier().has_value());
+}
+}  // namespace
+
+// A program on the routed domain (open("auto")) and one on a provider of
+// its own (here fabrix::ucx, by its static type, with the transport of the
+// route's net route) reach each other both ways: the plain one through the
+// routed domain's provider domain of its provider, the routed one adopting
+// the plain one's remote_buffers. Rank 1 is on the other node.
+TEST_CASE("conformance: routed: a routed domain and one provider's domain reach each other") {
+  const char* text = std::getenv("FABRIX_TEST_TRANSPORT");
+  const auto routes = fxt::must(fabrix::route_config::parse(text && *text ? text : "node=ucx net=ucx"), "the route");
+  const auto& net = *routes[fabrix::route_class::net];
+  if (net.provider != "ucx" || !net.devices.empty()) return;  // what this program's plain side is
+  fxt::run_ranks(2, [&net](int rank, fabrix::bootstrap& boot) {
+    if (rank == 0) {
+      reach_the_other(rank, boot, fxt::must(fabrix::domain<fabrix::routed>::create(fxt::test_options()), "routed"),
+                      fabrix::provider_id_of("ucx"));
+    } else {
+      fabrix::domain_options o;
+      o.transport = net.transport;
+      reach_the_other(rank, boot, fxt::must(fabrix::ucx::domain::create(o), "ucx"), fabrix::routed::id);
+    }
   });
 }
 

@@ -162,8 +162,12 @@ TEST_CASE("core: any_provider opens registered providers by name and picks the b
   refuse.transport = "refuse";
   CHECK(fabrix::open("fake", refuse).code() == status::unsupported);
 
-  // The same generic code works over any_provider.
+  // The same generic code works over any_provider. This program has
+  // fabrix::routed (fabrix.hpp, through another file), so "auto" is the
+  // routed domain over "fake"; a domain of the provider itself connects
+  // to it and writes by its routed remote_buffer (detail/routed_peer.hpp).
   auto e = fabrix::open("auto").value();
+  CHECK(e.describe().starts_with("routed:"));
   std::vector<std::byte> a(64), b(64);
   auto ma = d->register_memory(a, fabrix::access::local).value();
   auto mb = e.register_memory(b, fabrix::access::all_remote).value();

@@ -354,13 +354,14 @@ TEST_CASE("routed: allocate_memory takes the node route's provider's memory and 
   CHECK(none.error().message.find("register_memory it") != std::string::npos);
 }
 
-TEST_CASE("routed: with no route it opens the default routes; open(\"auto\") routes only with FABRIX_ROUTE") {
+TEST_CASE(
+    "routed: open(\"auto\") is the routed domain; FABRIX_ROUTE=off, a transport or a device ask for one provider") {
   ::unsetenv("FABRIX_ROUTE");
   // Neither ucx nor ofi is in this program: no node route; fxfake, the one
   // network provider registered here, is the net route and serves
   // node-mates too.
-  auto a = fabrix::open("routed").value();
-  auto b = fabrix::open("routed").value();
+  auto a = fabrix::open("auto").value();
+  auto b = fabrix::open("auto").value();
   CHECK(a.describe().starts_with("routed:"));
   CHECK(a.describe().find("net=fxfake") != std::string::npos);
   auto qp = a.connect(b.address().value()).value();
@@ -373,10 +374,80 @@ TEST_CASE("routed: with no route it opens the default routes; open(\"auto\") rou
   CHECK(dst == src);
   CHECK(a.allocate_memory(16, fabrix::access::local).has_value());
 
+  ::setenv("FABRIX_ROUTE", "off", 1);
   CHECK(fabrix::open("auto").value().describe() == "fxfake ");
+  CHECK(fabrix::open("routed").value().describe().starts_with("routed:"));  // by name: the default routes
   ::setenv("FABRIX_ROUTE", "net=fxfake:r", 1);
   CHECK(fabrix::open("auto").value().describe() == "routed: [net=fxfake r]");
   ::unsetenv("FABRIX_ROUTE");
+  fabrix::domain_options t;
+  t.transport = "tcp";
+  CHECK(fabrix::open("auto", t).value().describe() == "fxfake tcp");
+  fabrix::domain_options d;
+  d.device = "eth0";
+  CHECK(fabrix::open("auto", d).value().describe() == "fxfake @eth0");
+}
+
+TEST_CASE("routed: a routed domain and one provider's domain connect both ways and take each other's buffers") {
+  fabrix::domain_options o;
+  o.transport = "node=fxfake:host net=fxfake:net";
+  auto r = routed_domain::create(o).value();
+  fabrix::domain_options po;
+  po.transport = "plain";
+  auto p = fabrix::open("fxfake", po).value();
+  // The plain domain reaches the routed one through its fxfake domain of
+  // the node route (a node-mate); the routed one takes the plain blob with
+  // the first domain of its host routes that does.
+  auto pq = p.connect(r.address().value()).value();
+  auto rq = r.connect(p.address().value()).value();
+  CHECK(rq.describe().starts_with("host memory: fxfake:host (peer not routed, on its own fxfake domain)"));
+  fake_state& plain = fake_domain("plain", 0);
+  fake_state& host = fake_domain("host", 0);
+
+  std::vector<std::byte> rsrc(64, std::byte{1}), rdst(64), psrc(64, std::byte{2}), pdst(64);
+  auto mrs = r.register_memory(rsrc, fabrix::access::local).value();
+  auto mrd = r.register_memory(rdst, fabrix::access::all_remote).value();
+  auto mps = p.register_memory(psrc, fabrix::access::local).value();
+  auto mpd = p.register_memory(pdst, fabrix::access::all_remote).value();
+  REQUIRE(mrd.remote().provider == fabrix::routed::id);
+
+  // The plain queue pair on the routed buffer: its entry of the node route.
+  CHECK(pq.write(mps.slice(0, 64), mrd.remote().whole(), 1) == fabrix::status::ok);
+  CHECK(rdst == psrc);
+  CHECK(plain.posts == 1);
+  CHECK(pq.write(mps.slice(0, 8), mrd.remote().slice(60, 8), 2) == fabrix::status::out_of_range);
+  auto key = pq.import(mrd.remote()).value();
+  CHECK(key.provider == fabrix::provider_id_of("fxfake"));
+  CHECK(pq.write(mps.slice(0, 8), key.slice(8, 8), 3) == fabrix::status::ok);
+  fabrix::remote_buffer forged = mrd.remote();
+  forged.key[5] ^= std::byte{1};
+  CHECK(pq.write(mps.slice(0, 8), forged.slice(0, 8), 4) == fabrix::status::invalid_argument);
+  CHECK(!pq.import(forged).has_value());
+  const fabrix::operation batch[] = {fabrix::op::write(mps.slice(0, 8), mrd.remote().slice(16, 8), 5),
+                                     fabrix::op::write(mps.slice(8, 8), key.slice(24, 8), 6)};
+  const auto posted = pq.post(batch);
+  CHECK(posted.status == fabrix::status::ok);
+  CHECK(posted.posted == 2);
+  CHECK(plain.posts == 4);
+  // A routed buffer of another routed domain: not this peer's.
+  auto other = routed_domain::create(o).value();
+  std::vector<std::byte> odst(8);
+  auto mod = other.register_memory(odst, fabrix::access::all_remote).value();
+  CHECK(pq.write(mps.slice(0, 8), mod.remote().whole(), 7) == fabrix::status::invalid_argument);
+
+  // The routed queue pair on the plain buffer: adopted, over the node route.
+  const int before = host.posts;
+  CHECK(rq.write(mrs.slice(0, 64), mpd.remote().whole(), 8) == fabrix::status::ok);
+  CHECK(pdst == rsrc);
+  CHECK(host.posts == before + 1);
+  auto pkey = rq.import(mpd.remote()).value();
+  std::fill(pdst.begin(), pdst.end(), std::byte{0});
+  CHECK(rq.write(mrs.slice(0, 16), pkey.slice(16, 16), 9) == fabrix::status::ok);
+  CHECK(pdst[16] == std::byte{1});
+  CHECK(rq.write(mrs.slice(0, 8), mpd.remote().slice(60, 8), 10) == fabrix::status::out_of_range);
+  CHECK(rq.write(mrs.slice(0, 8), mod.remote().whole(), 11) == fabrix::status::invalid_argument);
+  CHECK(rq.release(pkey) == fabrix::status::ok);
+  CHECK(pq.release(key) == fabrix::status::ok);
 }
 
 TEST_CASE("routed: registrations whose keys do not fit one remote_buffer are refused") {

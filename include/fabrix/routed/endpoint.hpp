@@ -135,6 +135,27 @@ class routed_endpoint {
     ++r.rails;
   }
   void set_why(std::size_t route, std::string why) { routes_[route].why = std::move(why); }
+
+  // The peer is one provider's domain, not a routed one (connect() took its
+  // own address blob, peer entry 0): its remote_buffers are that
+  // provider's, and adopt_remote (queue_pair::adopt) wraps one as a routed
+  // buffer of this queue pair, one entry sealed with the peer secret this
+  // endpoint was made with, so that it takes its route as any other.
+  void set_plain_peer(provider_id p) noexcept { plain_provider_ = p; }
+  bool adopt_remote(const remote_buffer& foreign, remote_buffer& out) const noexcept {
+    if (plain_provider_ == provider_id::none || foreign.provider != plain_provider_) return false;
+    out = remote_buffer{};
+    out.provider = provider_id_of("routed");
+    out.rights = foreign.rights;
+    out.location = foreign.location;
+    out.address = foreign.address;
+    out.length = foreign.length;
+    out.owner = peer_nonce_;
+    out.epoch = foreign.epoch;
+    if (!append_routed_key(out, 0, foreign)) return false;
+    out.seal = out.compute_seal(peer_secret_);
+    return true;
+  }
   void share_route(std::size_t route, std::size_t with, std::string why) {
     routes_[route] = routes_[with];
     routes_[route].why = std::move(why);
@@ -632,6 +653,7 @@ class routed_endpoint {
   std::uint64_t peer_nonce_;
   seal_key peer_secret_;
   std::array<routed_route, 2> routes_{};
+  provider_id plain_provider_ = provider_id::none;      // set_plain_peer
   std::vector<any_provider::endpoint_impl> endpoints_;  // at most max_endpoints
   std::array<int, max_endpoints> endpoint_sub_{};       // each endpoint's provider domain
   std::uint16_t used_ = 0;                              // bit per endpoint an operation went out on
