@@ -61,6 +61,7 @@
 #include <fabrix/routed/state.hpp>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -170,10 +171,8 @@ struct routed {
     // register_memory does; status::unsupported where neither allocates.
     result<region_impl> allocate_memory(std::size_t len, access rights) {
       std::string why;
-      for (auto c : {route_class::node, route_class::net}) {
-        const detail::routed_class_route& route = s_->route_of(c);
-        if (route.rails == 0) continue;
-        const int k = route.subs[0];
+      for (const int k : host_subs()) {
+        if (k < 0) continue;
         auto& sub = s_->subs[static_cast<std::size_t>(k)];
         auto a = sub.dom->allocate_memory(len, rights);
         if (!a && a.code() == status::unsupported) {
@@ -348,6 +347,18 @@ struct routed {
    private:
     explicit domain_impl(std::unique_ptr<detail::routed_state> s) : s_(std::move(s)) {}
 
+    // The provider domains of the host routes, rail 0 each: the node
+    // route's, then the net route's where that is another; -1: none.
+    std::array<int, 2> host_subs() const noexcept {
+      std::array<int, 2> out{-1, -1};
+      std::size_t n = 0;
+      for (auto c : {route_class::node, route_class::net}) {
+        const detail::routed_class_route& route = s_->route_of(c);
+        if (route.rails > 0 && (n == 0 || out[0] != route.subs[0])) out[n++] = route.subs[0];
+      }
+      return out;
+    }
+
     // A peer that is one provider's domain (its own address blob, not a
     // routed one: a program on fabrix::ucx, say): the provider domain of
     // the node route, else of the net route (rail 0), that takes the blob
@@ -356,10 +367,8 @@ struct routed {
     // remote_buffers (routed_endpoint::adopt_remote).
     result<endpoint_impl> connect_plain(std::span<const std::byte> peer, std::uint32_t peer_id) {
       std::string tried;
-      for (auto c : {route_class::node, route_class::net}) {
-        const detail::routed_class_route& route = s_->route_of(c);
-        if (route.rails == 0) continue;
-        const int mine = route.subs[0];
+      for (const int mine : host_subs()) {
+        if (mine < 0) continue;
         auto& sub = s_->subs[static_cast<std::size_t>(mine)];
         auto e = sub.dom->connect(peer, peer_id);
         if (!e) {
