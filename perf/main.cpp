@@ -54,10 +54,11 @@ int run_side(const options& opts, bootstrap boot, const char* role, bool reports
   if (pick && fabrix::detail::route_from_environment() != nullptr) {
     names.emplace_back("routed");  // as fabrix::open("auto") with a route
   } else if (pick) {
-    // Unlike fabrix::open("auto") (the routed domain over its default
-    // routes), the best single provider, measured through its own type as
-    // perftest measures one device; --provider routed measures the routed
-    // domain. "<name>+staged" entries (cuda/staged_open.hpp) open by name only.
+    // Unlike fabrix::open("auto") (the routed domain where its default
+    // routes open two or more providers), the best single provider,
+    // measured through its own type as perftest measures one device;
+    // --provider routed measures the routed domain. "<name>+staged"
+    // entries (cuda/staged_open.hpp) open by name only.
     for (auto n : registered_providers())
       if (n.find('+') == std::string_view::npos) names.emplace_back(n);
   } else {

@@ -183,6 +183,12 @@ result<std::unique_ptr<any_domain_base>> open_erased(const domain_options& opts)
 // open("routed") opens it, as does open("auto") in a program that has it
 // (any_provider::domain_impl::create says when).
 inline result<std::unique_ptr<any_domain_base>> (*routed_opener)(const domain_options&) = nullptr;
+// open("auto")'s (set by the same header): the routed domain over its
+// default routes, or, where they open one provider domain (nothing to
+// route: no other provider, no GPU), that provider's domain itself, which
+// costs no routing per operation and still reaches routed peers
+// (detail/routed_peer.hpp).
+inline result<std::unique_ptr<any_domain_base>> (*routed_auto_opener)(const domain_options&) = nullptr;
 
 // FABRIX_ROUTE's route text; null where it is unset or "off" ("off": open("auto")
 // picks one provider, as in a program without fabrix::routed).
@@ -272,7 +278,9 @@ struct any_provider {
     // <fabrix/fabrix.hpp> includes) opens the routed domain: with
     // FABRIX_ROUTE's route, else with its default routes where
     // opts.transport and opts.device are empty (they name one provider's
-    // transport or device, so they ask for one provider). Otherwise, or
+    // transport or device, so they ask for one provider); where the
+    // default routes open one provider domain, that domain itself
+    // (routed_auto_opener). Otherwise, or
     // with FABRIX_ROUTE=off, or where the routed domain opens nothing,
     // "auto" picks one provider: it tries the compiled-in providers and
     // the plugins found on the plugin path (each loaded to read its
@@ -290,11 +298,11 @@ struct any_provider {
         if (!d) return unexpected(std::move(d).error());
         return domain_impl(std::move(*d));
       }
-      if (pick_best && detail::routed_opener != nullptr && !detail::routing_turned_off() && opts.transport.empty() &&
-          opts.device.empty()) {
+      if (pick_best && detail::routed_auto_opener != nullptr && !detail::routing_turned_off() &&
+          opts.transport.empty() && opts.device.empty()) {
         // Where it opens nothing (no provider of host memory opens here),
         // the pick below may still open one (cuda_ipc); else its errors say why.
-        if (auto d = detail::routed_opener(opts)) return domain_impl(std::move(*d));
+        if (auto d = detail::routed_auto_opener(opts)) return domain_impl(std::move(*d));
       }
       if (!pick_best) {
         for (const auto& e : entries) {
@@ -373,6 +381,9 @@ struct any_provider {
     std::uint64_t owner() const noexcept { return d_->owner(); }
     capabilities runtime_caps() const noexcept { return d_->runtime_caps(); }
     std::string describe() const { return d_->describe(); }
+    // The provider domain inside, handed over (routed_auto_opener: the
+    // routed domain gives back its only one); this object is empty after.
+    std::unique_ptr<detail::any_domain_base> release_base() && noexcept { return std::move(d_); }
 
    private:
     explicit domain_impl(std::unique_ptr<detail::any_domain_base> d) : d_(std::move(d)) {}

@@ -11,11 +11,13 @@
 //   qp.describe();   // "host memory: ofi:shm (peer on this node); device memory: ..."
 //
 // fabrix::open("auto") opens it in a program that includes this header
-// (any_provider.hpp says when not). A peer that is one provider's domain,
-// not routed, is reached too: it connects through our provider domain of
-// its provider (domain::connect, detail/routed_peer.hpp), and we connect to
-// its blob with the first provider domain of our host routes that takes it
-// (connect_plain) and adopt its remote_buffers.
+// where its default routes open two or more provider domains, or with
+// FABRIX_ROUTE (any_provider.hpp says when not; open_routed_for_auto).
+// A peer that is one provider's domain, not routed, is reached too: it
+// connects through our provider domain of its provider (domain::connect,
+// detail/routed_peer.hpp), and we connect to its blob with the first
+// provider domain of our host routes that takes it (connect_plain) and
+// adopt its remote_buffers.
 //
 // Which provider serves what: route_config (routed/config.hpp), from
 // FABRIX_ROUTE, else domain_options::transport, else the default: node =
@@ -64,6 +66,7 @@
 #include <array>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -305,6 +308,13 @@ struct routed {
       return ep;
     }
 
+    // The one provider domain, where this domain has one (no rails);
+    // this domain is not used after.
+    std::optional<any_provider::domain_impl> only_provider() && {
+      if (s_->subs.size() != 1 || s_->subs[0].is_rail) return std::nullopt;
+      return std::move(s_->subs[0].dom);
+    }
+
     provider_id provider() const noexcept { return id; }
     std::uint64_t owner() const noexcept { return s_->id.nonce; }
     // What every host-route provider offers (an operation may go over any
@@ -537,8 +547,17 @@ static_assert(checks_host_memory<routed>);
 namespace detail {
 // Not a provider of the registry (any_provider.hpp, routed_opener): its
 // name is known, so its remote_buffers decode, and open("routed") opens it.
+// open("auto"): routed over its default routes, or its one provider domain.
+inline result<std::unique_ptr<any_domain_base>> open_routed_for_auto(const domain_options& opts) {
+  auto d = routed::domain_impl::create(opts);
+  if (!d) return unexpected(std::move(d).error());
+  if (auto one = std::move(*d).only_provider()) return std::move(*one).release_base();
+  return std::unique_ptr<any_domain_base>(new any_domain_model<routed>(std::move(*d)));
+}
+
 inline const bool routed_registered = [] {
   routed_opener = &open_erased<routed>;
+  routed_auto_opener = &open_routed_for_auto;
   return register_provider_name(routed::name).has_value();
 }();
 }  // namespace detail

@@ -354,18 +354,30 @@ TEST_CASE("routed: allocate_memory takes the node route's provider's memory and 
   CHECK(none.error().message.find("register_memory it") != std::string::npos);
 }
 
-TEST_CASE(
-    "routed: open(\"auto\") is the routed domain; FABRIX_ROUTE=off, a transport or a device ask for one provider") {
+namespace {
+// The fake under the name the default gpu route opens, as on a GPU node.
+struct fxgpu : fxfake {
+  static constexpr std::string_view name = "cuda_ipc";
+};
+}  // namespace
+
+TEST_CASE("routed: open(\"auto\") routes where there are two provider domains, else is the one provider's") {
   ::unsetenv("FABRIX_ROUTE");
   // Neither ucx nor ofi is in this program: no node route; fxfake, the one
   // network provider registered here, is the net route and serves
-  // node-mates too.
+  // node-mates too. With nothing else, "auto" is that provider's domain.
+  CHECK(fabrix::open("auto").value().describe() == "fxfake ");
+  CHECK(fabrix::open("routed").value().describe() == "routed: [net=fxfake ]");
+  // A second provider domain to route over: the gpu route's.
+  static const bool gpu_registered = fabrix::detail::register_provider<fxgpu>(-20);
+  REQUIRE(gpu_registered);
   auto a = fabrix::open("auto").value();
   auto b = fabrix::open("auto").value();
-  CHECK(a.describe().starts_with("routed:"));
-  CHECK(a.describe().find("net=fxfake") != std::string::npos);
+  CHECK(a.describe() == "routed: [net=fxfake ] [gpu=fxfake ]");
   auto qp = a.connect(b.address().value()).value();
-  CHECK(qp.describe().find("host memory: fxfake (peer on this node, no node route configured)") != std::string::npos);
+  CHECK(qp.describe() ==
+        "host memory: fxfake (peer on this node, no node route configured); device memory: cuda_ipc "
+        "(gpu route to a peer on this node)");
   std::vector<std::byte> src(32, std::byte{3}), dst(32);
   auto ms = a.register_memory(src, fabrix::access::local).value();
   auto md = b.register_memory(dst, fabrix::access::all_remote).value();
@@ -378,7 +390,7 @@ TEST_CASE(
   CHECK(fabrix::open("auto").value().describe() == "fxfake ");
   CHECK(fabrix::open("routed").value().describe().starts_with("routed:"));  // by name: the default routes
   ::setenv("FABRIX_ROUTE", "net=fxfake:r", 1);
-  CHECK(fabrix::open("auto").value().describe() == "routed: [net=fxfake r]");
+  CHECK(fabrix::open("auto").value().describe() == "routed: [net=fxfake r]");  // a route: routed, one domain or not
   ::unsetenv("FABRIX_ROUTE");
   fabrix::domain_options t;
   t.transport = "tcp";
