@@ -12,10 +12,11 @@
 // where none of that name is compiled in, the plugin libfabrix-ucx.so
 // (plugins.hpp, provider_abi.h). fabrix::open("auto") opens the routed
 // domain (routed.hpp: per peer and memory kind the provider that serves it)
-// in a program that includes it; otherwise, and where the options name a
-// transport or device or FABRIX_ROUTE=off, the provider, compiled-in or
-// plugin, with the highest priority that opens successfully on this machine
-// (domain_impl::create below says how ties and names fall).
+// in a program that includes it, where FABRIX_ROUTE is set or its default
+// routes open two or more provider domains; otherwise, and where the
+// options name a transport or device or FABRIX_ROUTE=off, the provider,
+// compiled-in or plugin, with the highest priority that opens successfully
+// on this machine (domain_impl::create below says how ties and names fall).
 #pragma once
 
 #include <fabrix/concepts.hpp>

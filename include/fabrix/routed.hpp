@@ -75,7 +75,7 @@ namespace fabrix {
 
 struct routed {
   static constexpr std::string_view name = "routed";
-  static constexpr provider_id id = provider_id_of("routed");
+  static constexpr provider_id id = detail::routed_provider_id;
   // Whatever its providers offer; runtime_caps() says what they do.
   static constexpr capabilities caps = any_provider::caps;
 

@@ -110,9 +110,10 @@ value providers_section() {
     list.push(described(name, d));
   }
   value plugins = plugins_of(registered_providers());
-  // What fabrix::open("auto") opens here (any_provider.hpp: the best
-  // provider that opens, a plugin included; the routed domain where
-  // FABRIX_ROUTE is set), opened once more to ask it.
+  // What fabrix::open("auto") opens here (any_provider.hpp: the routed
+  // domain where FABRIX_ROUTE is set or two or more providers open for its
+  // default routes, else the best provider that opens, a plugin included),
+  // opened once more to ask it.
   auto best = fabrix::open("auto");
   const std::string pick = best ? best->describe() : std::string();
   value s = value::make_object();

@@ -67,6 +67,7 @@
 
 #include <fabrix/any_provider.hpp>
 #include <fabrix/detail/import_table.hpp>
+#include <fabrix/detail/routed_peer.hpp>
 #include <fabrix/detail/validate.hpp>
 #include <fabrix/routed/key.hpp>
 #include <fabrix/routed/state.hpp>
@@ -145,7 +146,7 @@ class routed_endpoint {
   bool adopt_remote(const remote_buffer& foreign, remote_buffer& out) const noexcept {
     if (plain_provider_ == provider_id::none || foreign.provider != plain_provider_) return false;
     out = remote_buffer{};
-    out.provider = provider_id_of("routed");
+    out.provider = routed_provider_id;
     out.rights = foreign.rights;
     out.location = foreign.location;
     out.address = foreign.address;
