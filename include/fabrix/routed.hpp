@@ -435,6 +435,7 @@ struct routed {
           }
           r->subs[i] = std::move(*reg);
         }
+        r->set_local(i);
         if (!detail::append_routed_key(rb, static_cast<std::uint8_t>(i), r->subs[i]->remote()))
           return unexpected(status::unsupported,
                             "register_memory: the keys of this domain's providers (" + describe() +

@@ -202,18 +202,19 @@ class routed_endpoint {
         ++i;
         continue;
       }
+      // A run of operations that go whole to one provider endpoint; an
+      // operation with a gather list goes alone (it has the scratch slices).
       const std::size_t rail = rail_for(first, r);
       ops_.clear();
-      status refused = status::ok;
-      std::size_t j = i;
-      while (j < ops.size() && ops_.size() < batch_size && ops[j].code != opcode::flush && route_of(ops[j]) == r &&
-             rail_for(ops[j], r) == rail && !striped(ops[j], r) && !must_hold(ops[j], r)) {
-        if (!ops_.empty() && !ops[j].gather.empty()) break;  // a gather list has the scratch slices alone
-        refused = translate(ops[j], r, rail, ops_.size());
-        if (refused != status::ok) break;
-        ++j;
-        if (!ops[j - 1].gather.empty()) break;
-      }
+      status refused = translate(first, r, rail, 0);
+      std::size_t j = refused == status::ok ? i + 1 : i;
+      if (refused == status::ok && first.gather.empty())
+        while (j < ops.size() && ops_.size() < batch_size && ops[j].gather.empty() && ops[j].code != opcode::flush &&
+               route_of(ops[j]) == r && rail_for(ops[j], r) == rail && !striped(ops[j], r) && !must_hold(ops[j], r)) {
+          refused = translate(ops[j], r, rail, ops_.size());
+          if (refused != status::ok) break;
+          ++j;
+        }
       if (!ops_.empty()) {
         const int e = routes_[r].endpoint[rail];
         std::size_t sent = 0;
@@ -313,6 +314,7 @@ class routed_endpoint {
   std::size_t rail_for(const operation& o, std::size_t r) const noexcept {
     if (o.code == opcode::send || o.code == opcode::recv) return 0;
     const routed_route& x = routes_[r];
+    if (x.rails < 2) return 0;
     for (std::size_t i = 0; i < x.rails; ++i)
       if (!sub(x.sub[i]).down) return i;
     return 0;
@@ -338,22 +340,30 @@ class routed_endpoint {
   // false where that provider has no registration of its memory.
   static bool local_for(const local_slice& l, int sub_index, local_slice& out) noexcept {
     const auto* region = static_cast<const routed_region_state*>(l.descriptor);
-    const auto& reg = region->subs[static_cast<std::size_t>(sub_index)];
-    if (!reg) return false;
+    const routed_region_state::local_view& v = region->local[static_cast<std::size_t>(sub_index)];
+    if (!v.registered) return false;
     out = l;
-    out.descriptor = reg->descriptor();
-    out.owner = reg->remote().owner;
+    out.descriptor = v.descriptor;
+    out.owner = v.owner;
     return true;
   }
 
   // Appends `o`, rewritten for rail `rail` of route `r`, to ops_ (scratch
-  // slot `slot`).
+  // slot `slot`); appends nothing where it refuses `o`.
   status translate(const operation& o, std::size_t r, std::size_t rail, std::size_t slot) {
     const routed_route& route = routes_[r];
     if (!route.usable()) return status::unsupported;
     const int e = route.endpoint[rail];
     if (has(o.options, op_options::fence) && (used_ & ~(1u << e)) != 0) return status::unsupported;
-    operation t = o;
+    const status st = rewrite(o, r, rail, slot, ops_.emplace_back(o));
+    if (st != status::ok) ops_.pop_back();
+    return st;
+  }
+
+  // `t`, a copy of `o`, made the provider's operation for rail `rail` of
+  // route `r`.
+  status rewrite(const operation& o, std::size_t r, std::size_t rail, std::size_t slot, operation& t) {
+    const routed_route& route = routes_[r];
     if (o.gather.empty()) {
       if (!local_for(o.local, route.sub[rail], t.local)) return status::unsupported;
     } else {
@@ -378,7 +388,6 @@ class routed_endpoint {
         t.remote.buffer = &sub_buffer;
       }
     }
-    ops_.push_back(t);
     return status::ok;
   }
 

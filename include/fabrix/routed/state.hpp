@@ -245,11 +245,24 @@ struct routed_state {
 // routed region's descriptor() is this object (stable on the heap), from
 // which an endpoint finds the provider's registration for its route.
 struct routed_region_state {
+  // What a local_slice of this region becomes in one provider domain: its
+  // registration's descriptor and owner, copied out of subs[i] when it is
+  // made (set_local) so that an operation's rewrite reads them without a
+  // virtual call.
+  struct local_view {
+    void* descriptor = nullptr;
+    std::uint64_t owner = 0;
+    bool registered = false;  // false: no registration in that provider domain
+  };
+
   std::array<std::optional<any_provider::region_impl>, routed_max_subs> subs;
+  std::array<local_view, routed_max_subs> local{};
   remote_buffer remote;
   // The provider domain whose region owns the memory (allocate_memory), or
   // -1: its region goes last, after the registrations of that memory.
   int allocated_by = -1;
+
+  void set_local(std::size_t i) noexcept { local[i] = {subs[i]->descriptor(), subs[i]->remote().owner, true}; }
 
   routed_region_state() = default;
   routed_region_state(const routed_region_state&) = delete;
