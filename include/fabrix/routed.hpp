@@ -24,7 +24,11 @@
 // ucx (its default transports use shared memory and CMA on a node), else
 // ofi:shm; net = the highest-priority network provider that opens (verbs,
 // ucx, ofi; the same domain as node where it is the same provider); gpu =
-// cuda_ipc where it opens. Every process of a job uses the same routes:
+// cuda_ipc where it opens; staged = "<net provider>+staged" where the net
+// route's provider does not reach device memory and the program enabled
+// staged providers (cuda/staged_open.hpp; with the CUDA engine on a GPU
+// node), so that this process's device memory reaches peers' host memory
+// through host buffers. Every process of a job uses the same routes:
 // connect() refuses a peer that has no provider domain of the same provider
 // and transport for the route it needs. domain_options::device is not
 // passed to the providers (it names one provider's device); a route names
@@ -37,8 +41,9 @@
 //
 // Memory: register_memory registers in every provider domain that takes the
 // memory kind (host memory in the node and net domains, and in the gpu
-// domain where it accepts it; device memory in the gpu domain and in any
-// whose provider reaches device memory). The region's remote_buffer carries
+// domain where it accepts it; device memory in the gpu domain, in any whose
+// provider reaches device memory, and in the staged domain with local
+// rights, its key left out). The region's remote_buffer carries
 // each provider's remote_buffer in its key (routed/key.hpp); a registration
 // whose providers' keys do not fit remote_buffer::max_key_size is refused
 // (unsupported).
@@ -121,7 +126,7 @@ struct routed {
       if (!text.empty()) {
         auto config = route_config::parse(text);
         if (!config) return unexpected(std::move(config).error());
-        for (auto c : {route_class::node, route_class::net, route_class::gpu}) {
+        for (auto c : all_route_classes) {
           if (!(*config)[c]) continue;
           if (auto e = open_sub(*s, c, *(*config)[c], opts); !e) {
             error why = std::move(e).error();
@@ -155,6 +160,7 @@ struct routed {
         return unexpected(status::unsupported, "no provider opened for any route: " + tried, std::string(name));
       if (std::find(network.begin(), network.end(), route_choice{"cuda_ipc", "", {}}) == network.end())
         first_that_opens(route_class::gpu, {{"cuda_ipc", "", {}}});
+      open_default_staged(*s, opts);
       return domain_impl(std::move(s));
     }
 
@@ -305,6 +311,7 @@ struct routed {
       } else {
         ep->set_why(detail::routed_endpoint::device, "none: no provider here reaches this peer's device memory");
       }
+      if (auto st = connect_staged(*a, *ep.operator->(), peer_id, mine); !st) return unexpected(std::move(st).error());
       return ep;
     }
 
@@ -345,7 +352,7 @@ struct routed {
       std::string d = "routed:";
       for (const auto& sub : s_->subs) {
         d += " [";
-        for (auto c : {route_class::node, route_class::net, route_class::gpu})
+        for (auto c : all_route_classes)
           if (sub.classes & detail::class_bit(c)) d += std::string(to_string(c)) + "=";
         d += sub.dom->describe();
         if (sub.is_rail) d += " rail " + std::to_string(sub.rail) + (sub.down ? " (down)" : "");
@@ -423,11 +430,15 @@ struct routed {
         auto& sub = s_->subs[i];
         const bool serves_host = (sub.classes & host_classes) != 0;
         const bool serves_gpu = (sub.classes & detail::class_bit(route_class::gpu)) != 0;
+        const bool direct = sub.dom->runtime_caps().gpu == gpu_path::direct;
+        // Device memory a staged provider copies: this process's own, as a
+        // local source or destination only (peers never reach it there).
+        const bool staging = !host && !direct && (sub.classes & detail::class_bit(route_class::staged)) != 0;
         const bool required = host ? serves_host : serves_gpu;
-        const bool tried = required || (host ? serves_gpu : sub.dom->runtime_caps().gpu == gpu_path::direct);
+        const bool tried = required || (host ? serves_gpu : staging || direct);
         if (!tried) continue;
         if (!r->subs[i]) {
-          auto reg = sub.dom->register_memory(addr, len, where, rights);
+          auto reg = sub.dom->register_memory(addr, len, where, staging ? access::local : rights);
           if (!reg) {
             if (required) return unexpected(std::move(reg).error());
             if (!failed) failed = std::move(reg).error();
@@ -436,13 +447,14 @@ struct routed {
           r->subs[i] = std::move(*reg);
         }
         r->set_local(i);
+        any = true;
+        if (staging) continue;
         if (!detail::append_routed_key(rb, static_cast<std::uint8_t>(i), r->subs[i]->remote()))
           return unexpected(status::unsupported,
                             "register_memory: the keys of this domain's providers (" + describe() +
                                 ") do not fit one remote_buffer (" + std::to_string(remote_buffer::max_key_size) +
                                 " bytes)",
                             std::string(name));
-        any = true;
       }
       if (!any) {
         if (failed) return unexpected(std::move(*failed));
@@ -453,6 +465,27 @@ struct routed {
       }
       rb.seal = rb.compute_seal(s_->id.secret);
       return region_impl(std::move(r));
+    }
+
+    // Staged where nothing is direct: the net route's provider staged, where
+    // that provider does not reach device memory and the program enabled
+    // staged providers (cuda/staged_open.hpp); kept only where it stages
+    // (the CUDA engine without a usable GPU says gpu none: nothing to route).
+    static void open_default_staged(detail::routed_state& s, const domain_options& opts) {
+      const auto& net = s.route_of(route_class::net);
+      if (net.rails == 0) return;
+      const auto& sub = s.subs[static_cast<std::size_t>(net.subs[0])];
+      const route_choice staged{sub.choice.provider + "+staged", sub.choice.transport, {}};
+      const auto registered = detail::providers_by_priority();
+      if (sub.dom->runtime_caps().gpu == gpu_path::direct ||
+          std::none_of(registered.begin(), registered.end(), [&](const auto& e) { return e.name == staged.provider; }))
+        return;
+      const std::size_t before = s.subs.size();
+      if (!open_sub(s, route_class::staged, staged, opts)) return;
+      if (s.subs.size() > before && s.subs.back().dom->runtime_caps().gpu != gpu_path::staged) {
+        s.subs.pop_back();
+        s.classes[static_cast<std::size_t>(route_class::staged)] = {};
+      }
     }
 
     // Opens `choice` for class `c`, one provider domain per device (rail),
@@ -493,6 +526,30 @@ struct routed {
         route.subs[rail] = found;
       }
       route.rails = static_cast<std::uint8_t>(rails);
+      return {};
+    }
+
+    // The staged route's provider endpoint, where this domain has one:
+    // connected to the peer's host-route provider domain of the same
+    // provider and transport (the staged provider's wire is its inner
+    // provider's). A peer without one gets no staged route; nor does a peer
+    // whose host route is the staged domain itself (`host_sub`: it stages
+    // there).
+    result<void> connect_staged(const detail::routed_address& a, detail::routed_endpoint& ep, std::uint32_t peer_id,
+                                int host_sub) {
+      const detail::routed_class_route& route = s_->route_of(route_class::staged);
+      if (route.rails == 0 || route.subs[0] == host_sub) return {};
+      const int mine = route.subs[0];
+      for (auto c : {route_class::net, route_class::node}) {
+        if (!peer_has(a, mine, c)) continue;
+        const std::string why = "staged through host memory: no direct path for it to host memory";
+        auto e = connect_sub(a, mine, c, peer_id, why);
+        if (!e) return unexpected(std::move(e).error());
+        ep.add_rail(detail::routed_endpoint::staged, mine, e->first, std::move(e->second));
+        ep.set_why(detail::routed_endpoint::staged, why);
+        return {};
+      }
+      ep.set_why(detail::routed_endpoint::staged, "none: the peer has no domain of the staged provider's");
       return {};
     }
 

@@ -215,8 +215,12 @@ TEST_CASE("conformance: routed: route texts") {
   CHECK((*c)[fabrix::route_class::gpu]->text() == "cuda_ipc");
   CHECK(c->text() == "node=ofi:shm net=ucx:tcp gpu=cuda_ipc");
   CHECK(fabrix::route_config::parse("net=ofi:tcp;ofi_rxm")->text() == "net=ofi:tcp;ofi_rxm");
-  for (const char* bad :
-       {"node", "disk=ucx", "node=ucx node=ofi", "node=", "node=:tcp", "gpu=cuda_ipc", "node=routed", "node=auto"}) {
+  auto staged = fabrix::route_config::parse("staged=ucx+staged:tcp net=ucx:tcp");
+  REQUIRE(staged.has_value());
+  CHECK((*staged)[fabrix::route_class::staged]->provider == "ucx+staged");
+  CHECK(staged->text() == "net=ucx:tcp staged=ucx+staged:tcp");
+  for (const char* bad : {"node", "disk=ucx", "node=ucx node=ofi", "node=", "node=:tcp", "gpu=cuda_ipc", "node=routed",
+                          "node=auto", "net=ucx staged=ucx+staged@eth0,eth1", "staged=ucx+staged"}) {
     auto r = fabrix::route_config::parse(bad);
     CHECK_MESSAGE(!r.has_value(), bad);
     if (!r) CHECK(r.error().code == status::invalid_argument);

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 #include <fabrix/cuda/available.hpp>
 #include <fabrix/cuda/staged_cuda.hpp>
+#include <fabrix/routed.hpp>
 #include <fabrix/ucx.hpp>
 
 #include <algorithm>
@@ -51,4 +52,17 @@ TEST_CASE("ucx+staged is registered, opens by name only") {
   REQUIRE(plain.has_value());
   CHECK(plain->describe().find("+staged") == std::string::npos);
   CHECK(plain->describe().find("gpu ") == std::string::npos);  // the plain provider, not the adapter
+}
+
+TEST_CASE("the routed domain's default routes stage only where there is device memory to stage") {
+  fabrix::cuda::enable_staged_providers();
+  auto dom = fabrix::domain<fabrix::routed>::create({});
+  REQUIRE_MESSAGE(dom.has_value(), (dom ? "" : dom.error().describe()));
+  const bool stages = dom->describe().find("[staged=") != std::string::npos;
+  if (!fabrix::cuda::unavailable_reason().empty()) {
+    CHECK_MESSAGE(!stages, dom->describe());  // the CUDA engine without a GPU: gpu none, no staged route
+    CHECK(dom->caps().gpu == fabrix::gpu_path::none);
+  } else {
+    CHECK(dom->caps().gpu != fabrix::gpu_path::none);  // staged, or direct where UCX reaches device memory
+  }
 }

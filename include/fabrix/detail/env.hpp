@@ -42,7 +42,7 @@ inline constexpr env_var env_vars[] = {
     {"FABRIX_RAIL_TIMEOUT_MS", "routed", "ms a rail with stripes in flight may complete none (default 10000)"},
     {"FABRIX_RANK", "bootstrap", "this process's rank (default: the launcher's)"},
     {"FABRIX_ROUTE", "routed",
-     "node=<p>[:<t>] net=... gpu=... (routed/config.hpp); off: open(\"auto\") picks one provider"},
+     "node=<p>[:<t>] net=... gpu=... staged=... (routed/config.hpp); off: open(\"auto\") picks one provider"},
     {"FABRIX_SIZE", "bootstrap", "the job's size (default: the launcher's)"},
     {"FABRIX_STAGING_CHUNK", "staging", "bytes per bounce slot, k/m suffixes (default 512k)"},
     {"FABRIX_STAGING_DEPTH", "staging", "bounce slots per staged operation (default 4)"},

@@ -25,8 +25,8 @@
 
 namespace fabrix::detail {
 
-// Rails on the node and net routes, one gpu domain.
-inline constexpr std::size_t routed_max_subs = 2 * routed_max_rails + 1;
+// Rails on the node and net routes, one gpu domain, one staged domain.
+inline constexpr std::size_t routed_max_subs = 2 * routed_max_rails + 2;
 inline constexpr std::uint16_t routed_address_version = 2;
 
 struct routed_sub_address {

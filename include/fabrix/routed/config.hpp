@@ -11,11 +11,18 @@
 //   node  host memory of a peer on this node (process_identity.hpp's node)
 //   net   host memory of a peer on another node
 //   gpu   device memory of a peer on this node
+//   staged  this process's device memory as the source or destination of
+//         an operation on a peer's host memory, where the host route's
+//         provider does not reach device memory itself: a
+//         "<provider>+staged" provider (cuda/staged_open.hpp) that copies it
+//         through host memory and talks to the peer's plain domain of that
+//         provider (the same provider and transport as the net route)
 // Device memory of a peer on another node goes over `net` where that
-// provider reaches device memory itself (runtime_caps().gpu == direct).
-// A class left out falls back: node to net, net to node, gpu to the host
-// route. Two classes naming the same provider and transport share one
-// sub-domain.
+// provider reaches device memory itself (runtime_caps().gpu == direct);
+// staging cannot reach it (a peer's device memory is never staged). A
+// class left out falls back: node to net, net to node, gpu to the host
+// route, staged to none. Two classes naming the same provider and
+// transport share one sub-domain.
 //
 // Rails: a node or net route naming two to routed_max_rails devices
 // ("net=ofi:tcp@eth0,eth1") opens one provider domain per device, a rail
@@ -40,8 +47,10 @@
 
 namespace fabrix {
 
-enum class route_class : std::uint8_t { node = 0, net = 1, gpu = 2 };
-inline constexpr std::size_t route_classes = 3;
+enum class route_class : std::uint8_t { node = 0, net = 1, gpu = 2, staged = 3 };
+inline constexpr std::size_t route_classes = 4;
+inline constexpr route_class all_route_classes[] = {route_class::node, route_class::net, route_class::gpu,
+                                                    route_class::staged};
 inline constexpr std::size_t routed_max_rails = 4;
 
 constexpr std::string_view to_string(route_class c) noexcept {
@@ -49,6 +58,7 @@ constexpr std::string_view to_string(route_class c) noexcept {
     case route_class::node: return "node";
     case route_class::net: return "net";
     case route_class::gpu: return "gpu";
+    case route_class::staged: return "staged";
   }
   return "unknown";
 }
@@ -93,9 +103,9 @@ struct route_config {
       if (eq == std::string_view::npos) return bad("expected <class>=<provider>[:<transport>]");
       const std::string_view cls = item.substr(0, eq);
       std::optional<route_class> which;
-      for (auto k : {route_class::node, route_class::net, route_class::gpu})
+      for (auto k : all_route_classes)
         if (cls == to_string(k)) which = k;
-      if (!which) return bad("the class is node, net or gpu");
+      if (!which) return bad("the class is node, net, gpu or staged");
       if (c[*which]) return bad("this class is given twice");
       const std::string_view value = item.substr(eq + 1);
       const std::size_t at = value.find('@');
@@ -118,7 +128,8 @@ struct route_config {
         }
         if (r.devices.size() > routed_max_rails)
           return bad("at most " + std::to_string(routed_max_rails) + " devices (rails) per route");
-        if (r.devices.size() > 1 && *which == route_class::gpu) return bad("rails are for the node and net routes");
+        if (r.devices.size() > 1 && *which != route_class::node && *which != route_class::net)
+          return bad("rails are for the node and net routes");
       }
       if (r.transport.size() > 255) return bad("the transport is longer than 255 characters");
       if (r.provider == "routed" || r.provider == "auto" || r.provider == "any")
@@ -133,7 +144,7 @@ struct route_config {
 
   std::string text() const {
     std::string t;
-    for (auto k : {route_class::node, route_class::net, route_class::gpu}) {
+    for (auto k : all_route_classes) {
       if (!(*this)[k]) continue;
       if (!t.empty()) t += ' ';
       t += std::string(to_string(k)) + "=" + (*this)[k]->text();

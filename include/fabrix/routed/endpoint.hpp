@@ -6,6 +6,16 @@
 // registration and key; the provider sees an ordinary operation of its own
 // domain.
 //
+// Staged route (routed/config.hpp's `staged` class): where the routed
+// domain has a staged provider domain, an operation for the host route
+// whose local memory the host route's provider has no registration of
+// (device memory it does not reach) goes to a third provider endpoint, the
+// staged domain's, connected to the peer's host-route provider domain of
+// the staged provider's inner provider and transport; it copies the device
+// memory through host memory. An
+// imported key of host memory carries that route's key too. Flushes and
+// notifications cover it as any other provider endpoint.
+//
 // Rails (a route over two or more devices, routed/config.hpp): a write or
 // read of one local slice, without fence, of at least
 // routed_state::stripe_min bytes (FABRIX_STRIPE_MIN, default 256 KiB) is
@@ -96,7 +106,7 @@ struct routed_route {
 class routed_endpoint {
  public:
   static constexpr std::size_t batch_size = 16;
-  static constexpr std::size_t host = 0, device = 1;
+  static constexpr std::size_t host = 0, device = 1, staged = 2;
   static constexpr std::size_t max_endpoints = routed_max_endpoints;
 
   static constexpr std::size_t held_capacity = 64;
@@ -179,7 +189,9 @@ class routed_endpoint {
       return t + " (" + x.why + "; " + std::to_string(x.rails) + " rails, writes and reads from " +
              std::to_string(s_->stripe_min) + " bytes striped" + (down.empty() ? "" : "; down: " + down) + ")";
     };
-    return "host memory: " + one(host) + "; device memory: " + one(device);
+    std::string d = "host memory: " + one(host) + "; device memory: " + one(device);
+    if (routes_[staged].usable()) d += "; this process's device memory to host memory: " + one(staged);
+    return d;
   }
 
   status post(std::span<const operation> ops, std::size_t& posted) {
@@ -238,7 +250,8 @@ class routed_endpoint {
     return n;
   }
 
-  // Imports the provider's key of every rail of the route of `rb`'s memory.
+  // Imports the provider's key of every rail of the route of `rb`'s memory,
+  // and for host memory the staged route's where this queue pair has one.
   result<import_ref> import_key(const remote_buffer& rb) {
     const std::size_t r = rb.location.kind == memory_kind::host ? host : device;
     const routed_route& route = routes_[r];
@@ -247,42 +260,44 @@ class routed_endpoint {
       entry e{r, {}};
       std::size_t made = 0;
       for (; made < route.rails; ++made) {
-        remote_buffer sub;
-        if (!routed_sub_buffer(rb, route.peer_sub[made], sub)) break;
-        auto ref = endpoint_of(r, made).import_key(sub);
-        if (!ref) {
-          (void)release_rails(e, made);
-          return unexpected(std::move(ref).error());
+        auto one = import_one(rb, r, made, e.keys[made]);
+        if (!one) {
+          (void)release_entry(e, made);
+          return unexpected(std::move(one).error());
         }
-        remote_key& k = e.keys[made];
-        k.provider = sub.provider;
-        k.rights = sub.rights;
-        k.location = sub.location;
-        k.address = sub.address;
-        k.length = sub.length;
-        k.ref = *ref;
+        if (!*one) break;
+      }
+      if (made == route.rails && r == host && routes_[staged].usable()) {
+        auto one = import_one(rb, staged, 0, e.staged_key);
+        if (!one) {
+          (void)release_entry(e, made);
+          return unexpected(std::move(one).error());
+        }
+        e.has_staged = *one;
       }
       if (made == route.rails)
         checked = e;
       else
-        (void)release_rails(e, made);
+        (void)release_entry(e, made);
     }
     const bool made_all = checked.has_value();
     const entry kept = made_all ? *checked : entry{};
     auto ref = import_into(imports_, std::move(checked), "routed");
-    if (!ref && made_all) (void)release_rails(kept, routes_[r].rails);
+    if (!ref && made_all) (void)release_entry(kept, routes_[r].rails);
     return ref;
   }
   status release_key(import_ref ref) {
     auto e = imports_.release(ref);
     if (!e) return status::invalid_argument;
-    return release_rails(*e, routes_[e->route].rails);
+    return release_entry(*e, routes_[e->route].rails);
   }
 
  private:
   struct entry {
     std::size_t route = host;
     std::array<remote_key, routed_max_rails> keys{};  // per rail: the provider's key, its ref that endpoint's entry
+    remote_key staged_key{};                          // the staged route's, where has_staged
+    bool has_staged = false;
   };
 
   const routed_sub& sub(int i) const noexcept { return s_->subs[static_cast<std::size_t>(i)]; }
@@ -290,10 +305,31 @@ class routed_endpoint {
     return endpoints_[static_cast<std::size_t>(routes_[r].endpoint[rail])];
   }
 
-  status release_rails(const entry& e, std::size_t rails) {
+  // The provider's key of rail `rail` of route `r` for `rb` into `k`;
+  // false where `rb` has no entry of that route's peer provider domain.
+  result<bool> import_one(const remote_buffer& rb, std::size_t r, std::size_t rail, remote_key& k) {
+    remote_buffer sub;
+    if (!routed_sub_buffer(rb, routes_[r].peer_sub[rail], sub)) return false;
+    auto ref = endpoint_of(r, rail).import_key(sub);
+    if (!ref) return unexpected(std::move(ref).error());
+    k.provider = sub.provider;
+    k.rights = sub.rights;
+    k.location = sub.location;
+    k.address = sub.address;
+    k.length = sub.length;
+    k.ref = *ref;
+    return true;
+  }
+
+  // Releases the first `rails` keys of `e`, and its staged route's.
+  status release_entry(const entry& e, std::size_t rails) {
     status first = status::ok;
     for (std::size_t i = 0; i < rails; ++i) {
       const status st = endpoint_of(e.route, i).release_key(e.keys[i].ref);
+      if (first == status::ok) first = st;
+    }
+    if (e.has_staged) {
+      const status st = endpoint_of(staged, 0).release_key(e.staged_key.ref);
       if (first == status::ok) first = st;
     }
     return first;
@@ -303,10 +339,24 @@ class routed_endpoint {
     return rb.owner == peer_nonce_ && rb.seal == rb.compute_seal(peer_secret_);
   }
 
+  // The route of the peer's memory kind; the staged route instead of the
+  // host route where the local memory is not registered with the host
+  // route's provider (device memory it does not reach) and this queue pair
+  // stages.
   std::size_t route_of(const operation& o) const noexcept {
-    if (!uses_remote(o.code)) return host;
-    const memory_location where = o.remote.key ? o.remote.key->location : o.remote.buffer->location;
-    return where.kind == memory_kind::host ? host : device;
+    std::size_t r = host;
+    if (uses_remote(o.code)) {
+      const memory_location where = o.remote.key ? o.remote.key->location : o.remote.buffer->location;
+      r = where.kind == memory_kind::host ? host : device;
+    }
+    if (r == host && routes_[staged].usable() && routes_[host].usable() && !local_on(o, routes_[host].sub[0]))
+      return staged;
+    return r;
+  }
+  static bool local_on(const operation& o, int sub_index) noexcept {
+    const local_slice& l = o.gather.empty() ? o.local : o.gather[0];
+    if (l.descriptor == nullptr) return true;
+    return static_cast<const routed_region_state*>(l.descriptor)->local[static_cast<std::size_t>(sub_index)].registered;
   }
 
   // The rail an operation posted whole goes on: rail 0 for messages, else
@@ -378,8 +428,13 @@ class routed_endpoint {
     if (uses_remote(o.code)) {
       if (const remote_key* k = o.remote.key) {
         entry* en = imports_.find(k->ref);
-        if (en == nullptr || en->route != r) return status::invalid_argument;
-        t.remote.key = &en->keys[rail];
+        if (en == nullptr) return status::invalid_argument;
+        if (en->route == r)
+          t.remote.key = &en->keys[rail];
+        else if (r == staged && en->route == host && en->has_staged)
+          t.remote.key = &en->staged_key;
+        else
+          return status::invalid_argument;
       } else {
         if (buffers_.empty()) buffers_.resize(batch_size);  // once per queue pair
         remote_buffer& sub_buffer = buffers_[slot];
@@ -662,7 +717,7 @@ class routed_endpoint {
   routed_state* s_;
   std::uint64_t peer_nonce_;
   seal_key peer_secret_;
-  std::array<routed_route, 2> routes_{};
+  std::array<routed_route, 3> routes_{};                // host, device, staged
   provider_id plain_provider_ = provider_id::none;      // set_plain_peer
   std::vector<any_provider::endpoint_impl> endpoints_;  // at most max_endpoints
   std::array<int, max_endpoints> endpoint_sub_{};       // each endpoint's provider domain

@@ -70,8 +70,9 @@ struct routed_class_route {
 };
 
 // Provider endpoints of one routed queue pair: the rails of its host
-// route, and one for device memory.
-inline constexpr std::size_t routed_max_endpoints = routed_max_rails + 1;
+// route, one for the peer's device memory, one for staging this process's
+// device memory.
+inline constexpr std::size_t routed_max_endpoints = routed_max_rails + 2;
 
 // What the joins of one routed queue pair report back to it (shared: the
 // queue pair may close before its parts complete).
