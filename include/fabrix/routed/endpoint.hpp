@@ -12,9 +12,9 @@
 // (device memory it does not reach) goes to a third provider endpoint, the
 // staged domain's, connected to the peer's host-route provider domain of
 // the staged provider's inner provider and transport; it copies the device
-// memory through host memory. An
-// imported key of host memory carries that route's key too. Flushes and
-// notifications cover it as any other provider endpoint.
+// memory through host memory. An imported key of host memory carries that
+// route's key too. Flushes and notifications cover it as any other
+// provider endpoint.
 //
 // Rails (a route over two or more devices, routed/config.hpp): a write or
 // read of one local slice, without fence, of at least
