@@ -11,6 +11,7 @@
 // staged write finds its bytes in place. A peer's device memory is
 // out of reach (nothing direct) and refused.
 #include "harness.hpp"
+#include "post_all.hpp"
 #include "test_engine.hpp"
 
 #include <fabrix/cuda/staged.hpp>
@@ -102,22 +103,7 @@ TEST_CASE("routed: the default routes stage this process's device memory where n
     };
     // The flush may say again while the staged write runs (staged.hpp):
     // poll and post the rest.
-    auto post_all = [&](std::span<const fabrix::operation> ops) {
-      std::size_t done = 0;
-      for (int tries = 0; done < ops.size(); ++tries) {
-        FX_CHECK(tries < 1000000);
-        const auto r = qp.post(ops.subspan(done));
-        done += r.posted;
-        if (r.status == status::again) {
-          fabrix::completion c[8];
-          const std::size_t n = env.dom.poll(c);
-          env.backlog.insert(env.backlog.end(), c, c + n);
-          continue;
-        }
-        FX_CHECK_STATUS(r.status, status::ok);
-      }
-    };
-    post_all(batch);
+    fxt::post_all(env, qp, batch);
     for (std::uint64_t t = token; t < token + 3; ++t) FX_CHECK_STATUS(env.next_token(t).status, status::ok);
     token += 3;
     // A notification after a staged write arrives after its bytes (it goes
@@ -128,7 +114,7 @@ TEST_CASE("routed: the default routes stage this process's device memory where n
         fabrix::op::write_with_imm(scratch_mr.slice(0, 0), peer_scratch[static_cast<std::size_t>(peer)].slice(0, 0), 77,
                                    token + 1),
     };
-    post_all(notify);
+    fxt::post_all(env, qp, notify);
     for (std::uint64_t t = token; t < token + 2; ++t) FX_CHECK_STATUS(env.next_token(t).status, status::ok);
     token += 2;
     env.next([](const fabrix::completion& c) { return c.op == fabrix::opcode::remote_write_imm && c.imm == 77; });

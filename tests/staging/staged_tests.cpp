@@ -5,6 +5,7 @@
 // test runs for the static staged<P, test_engine> and for fabrix::open("<P>+staged").
 // meson.build sets FABRIX_STAGING_CHUNK=64k, DEPTH=3, OPS=2.
 #include "harness.hpp"
+#include "post_all.hpp"
 #include "test_engine.hpp"
 
 #include <fabrix/cuda/staged.hpp>
@@ -36,30 +37,6 @@ template <>
 fabrix::domain<fabrix::any_provider> open_staged<fabrix::any_provider>() {
   fabrix::cuda::enable_staged_providers<fxt::test_engine>();
   return must(fabrix::open(std::string(FX_INNER_NAME) + "+staged", fxt::test_options()), "open +staged");
-}
-
-// One round of progress; completions go to the backlog.
-template <class P>
-void poll_once(fxt::rank_env<P>& env) {
-  fabrix::completion buf[32];
-  const std::size_t n = env.dom.poll(buf);
-  env.backlog.insert(env.backlog.end(), buf, buf + n);
-}
-
-// Posts a batch, polling whenever the adapter or provider says again.
-template <class P>
-void post_all(fxt::rank_env<P>& env, fabrix::queue_pair<P>& qp, std::span<const fabrix::operation> ops) {
-  std::size_t done = 0;
-  for (int tries = 0; done < ops.size(); ++tries) {
-    FX_CHECK(tries < 1000000);
-    const auto r = qp.post(ops.subspan(done));
-    done += r.posted;
-    if (r.status == status::again) {
-      poll_once(env);
-      continue;
-    }
-    FX_CHECK_STATUS(r.status, status::ok);
-  }
 }
 
 template <class P>
