@@ -186,15 +186,7 @@ class queue_pair {
     const remote_buffer& rb = *adopted;
     auto ref = impl_.import_key(rb);
     if (!ref) return unexpected(std::move(ref).error());
-    remote_key k;
-    k.provider = rb.provider;
-    k.rights = rb.rights;
-    k.location = rb.location;
-    k.address = rb.address;
-    k.length = rb.length;
-    k.importer = import_id_;
-    k.ref = *ref;
-    return k;
+    return remote_key::of(rb, *ref, import_id_);
   }
   // Ends `key` on this queue pair: later operations with it are
   // invalid_argument; those already posted complete as usual. Returns

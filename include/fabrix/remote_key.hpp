@@ -39,6 +39,20 @@ class remote_key {
   remote_slice whole() const noexcept { return slice(0, length); }
   bool imported() const noexcept { return ref.generation != 0; }
 
+  // The key of `rb`'s region, imported as entry `ref` of a provider
+  // endpoint by queue pair `importer` (0: not a queue pair's own key).
+  static remote_key of(const remote_buffer& rb, import_ref ref, std::uint64_t importer = 0) noexcept {
+    remote_key k;
+    k.provider = rb.provider;
+    k.rights = rb.rights;
+    k.location = rb.location;
+    k.address = rb.address;
+    k.length = rb.length;
+    k.importer = importer;
+    k.ref = ref;
+    return k;
+  }
+
   // What the core checks per operation (copied from the remote_buffer).
   fabrix::provider_id provider = provider_id::none;
   fabrix::access rights = access::local;

@@ -312,12 +312,7 @@ class routed_endpoint {
     if (!routed_sub_buffer(rb, routes_[r].peer_sub[rail], sub)) return false;
     auto ref = endpoint_of(r, rail).import_key(sub);
     if (!ref) return unexpected(std::move(ref).error());
-    k.provider = sub.provider;
-    k.rights = sub.rights;
-    k.location = sub.location;
-    k.address = sub.address;
-    k.length = sub.length;
-    k.ref = *ref;
+    k = remote_key::of(sub, *ref);
     return true;
   }
 
