@@ -27,7 +27,7 @@ constexpr static_binding bindings[] = {
 #if defined(FABRIX_HAVE_CUDA_IPC) && FABRIX_HAVE_CUDA_IPC
     {"cuda_ipc", "fabrix::cuda_ipc::provider", &open_and_run_cuda_ipc},
 #endif
-    {"routed", "fabrix::routed", &open_and_run_routed},
+    {"routed", "fabrix::routed<the providers above>", &open_and_run_routed},
     {"", "", nullptr},  // keeps the array non-empty in a build without providers
 };
 

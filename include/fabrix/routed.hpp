@@ -2,11 +2,15 @@
 // per memory kind the provider that serves it: a node-mate's host memory
 // over the node's fastest transport, another node's over the network, a
 // node-mate's GPU memory over cuda_ipc. It is a provider itself (the same
-// concept), so domain<routed>, queue_pair<routed>, connect_all and the
+// concept), so domain<routed<>>, queue_pair<routed<>>, connect_all and the
 // collectives work unchanged, with one poll, one wait and one key per
-// region.
+// region. routed<> opens its providers by name (any_provider: the ones
+// compiled in and the plugins); routed<Ps...> (fabrix::routed<
+// fabrix::ucx::provider, fabrix::cuda_ipc::provider>) opens only Ps, each
+// held by its type (routed/one_of.hpp), and is the same provider on the
+// wire (the end of this file).
 //
-//   auto dom = fabrix::domain<fabrix::routed>::create().value();   // or fabrix::open("routed"), open("auto")
+//   auto dom = fabrix::domain<fabrix::routed<>>::create().value();   // or fabrix::open("routed"), open("auto")
 //   auto qp = dom.connect(peer_blob).value();
 //   qp.describe();   // "host memory: ofi:shm (peer on this node); device memory: ..."
 //
@@ -65,6 +69,7 @@
 #include <fabrix/routed/config.hpp>
 #include <fabrix/routed/endpoint.hpp>
 #include <fabrix/routed/key.hpp>
+#include <fabrix/routed/one_of.hpp>
 #include <fabrix/routed/state.hpp>
 
 #include <algorithm>
@@ -74,11 +79,21 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
-namespace fabrix {
+namespace fabrix::detail {
 
-struct routed {
+// The routed provider over provider domains of Sub (routed_sub's): the
+// body of routed<> (Sub = any_provider) and of routed<Ps...>
+// (Sub = one_of<Ps...>).
+template <class Sub>
+struct routed_provider {
+  static constexpr bool is_static = !std::is_same_v<Sub, any_provider>;
+  using state = routed_state<Sub>;
+  using endpoint_state = routed_endpoint<Sub>;
+  using region_state = routed_region_state<Sub>;
+
   static constexpr std::string_view name = "routed";
   static constexpr provider_id id = detail::routed_provider_id;
   // Whatever its providers offer; runtime_caps() says what they do.
@@ -86,19 +101,19 @@ struct routed {
 
   class region_impl {
    public:
-    explicit region_impl(std::unique_ptr<detail::routed_region_state> r) : r_(std::move(r)) {}
+    explicit region_impl(std::unique_ptr<region_state> r) : r_(std::move(r)) {}
     const remote_buffer& remote() const noexcept { return r_->remote; }
     void* descriptor() const noexcept { return r_.get(); }
 
    private:
-    std::unique_ptr<detail::routed_region_state> r_;
+    std::unique_ptr<region_state> r_;
   };
 
   // The routed endpoint lives on the heap: the domain's poll() reaches
   // one that holds operations by address (routed/endpoint.hpp).
   class endpoint_impl {
    public:
-    explicit endpoint_impl(std::unique_ptr<detail::routed_endpoint> e) : e_(std::move(e)) {}
+    explicit endpoint_impl(std::unique_ptr<endpoint_state> e) : e_(std::move(e)) {}
     status post(std::span<const operation> ops, std::size_t& posted) { return e_->post(ops, posted); }
     void set_default_options(op_options defaults) { e_->set_default_options(defaults); }
     std::uint64_t finished() const noexcept { return e_->finished(); }
@@ -108,10 +123,10 @@ struct routed {
     bool adopt_remote(const remote_buffer& foreign, remote_buffer& out) const noexcept {
       return e_->adopt_remote(foreign, out);
     }
-    detail::routed_endpoint* operator->() const noexcept { return e_.get(); }
+    endpoint_state* operator->() const noexcept { return e_.get(); }
 
    private:
-    std::unique_ptr<detail::routed_endpoint> e_;
+    std::unique_ptr<endpoint_state> e_;
   };
 
   class domain_impl {
@@ -119,7 +134,7 @@ struct routed {
     static result<domain_impl> create(const domain_options& opts) {
       const char* env = detail::route_from_environment();
       const std::string text = env ? std::string(env) : opts.transport;
-      auto s = std::make_unique<detail::routed_state>();
+      auto s = std::make_unique<state>();
       s->node = detail::node_id();
       if (std::string why; !s->read_environment(why))
         return unexpected(status::invalid_argument, why, std::string(name));
@@ -144,22 +159,29 @@ struct routed {
           tried += (tried.empty() ? "" : "; ") + ch.text() + ": " + e.error().describe();
         }
       };
-      first_that_opens(route_class::node, {{"ucx", "", {}}, {"ofi", "shm", {}}});
-      // The compiled-in providers best first, then the plugins on the plugin
-      // path; "<name>+staged" entries open by name only (cuda/staged_open.hpp).
+      std::vector<route_choice> node;
+      for (route_choice ch : {route_choice{"ucx", "", {}}, route_choice{"ofi", "shm", {}}})
+        if (can_open(ch.provider)) node.push_back(std::move(ch));
+      first_that_opens(route_class::node, node);
+      // routed<>: the compiled-in providers best first, then the plugins on
+      // the plugin path; routed<Ps...>: Ps in order. "<name>+staged"
+      // entries open by name only (cuda/staged_open.hpp).
       std::vector<route_choice> network;
       auto add_network = [&](std::string_view n) {
         if (n == "cuda_ipc" || n.find('+') != std::string_view::npos) return;
         route_choice ch{std::string(n), "", {}};
         if (std::find(network.begin(), network.end(), ch) == network.end()) network.push_back(std::move(ch));
       };
-      for (const auto& e : detail::providers_by_priority()) add_network(e.name);
-      for (const auto& f : find_provider_plugins()) add_network(f.name);
+      if constexpr (is_static) {
+        for (auto n : Sub::names) add_network(n);
+      } else {
+        for (const auto& e : detail::providers_by_priority()) add_network(e.name);
+        for (const auto& f : find_provider_plugins()) add_network(f.name);
+      }
       first_that_opens(route_class::net, network);
       if (s->subs.empty())
         return unexpected(status::unsupported, "no provider opened for any route: " + tried, std::string(name));
-      if (std::find(network.begin(), network.end(), route_choice{"cuda_ipc", "", {}}) == network.end())
-        first_that_opens(route_class::gpu, {{"cuda_ipc", "", {}}});
+      if (can_open("cuda_ipc")) first_that_opens(route_class::gpu, {{"cuda_ipc", "", {}}});
       open_default_staged(*s, opts);
       return domain_impl(std::move(s));
     }
@@ -171,7 +193,7 @@ struct routed {
     }
 
     result<region_impl> register_memory(void* addr, std::size_t len, memory_location where, access rights) {
-      return register_in_subs(std::make_unique<detail::routed_region_state>(), addr, len, where, rights);
+      return register_in_subs(std::make_unique<region_state>(), addr, len, where, rights);
     }
 
     // Host memory allocated by the provider of the node route (else the net
@@ -190,7 +212,7 @@ struct routed {
         }
         if (!a) return unexpected(std::move(a).error());
         void* addr = reinterpret_cast<void*>(static_cast<std::uintptr_t>(a->remote().address));
-        auto r = std::make_unique<detail::routed_region_state>();
+        auto r = std::make_unique<region_state>();
         r->subs[static_cast<std::size_t>(k)] = std::move(*a);
         r->allocated_by = k;
         return register_in_subs(std::move(r), addr, len, memory_location{}, rights);
@@ -227,7 +249,7 @@ struct routed {
       }
       if (s_->has_rails && s_->rails_in_flight()) s_->check_rails(detail::routed_clock::now());
       for (std::size_t k = 0; k < s_->holding.size();) {
-        detail::routed_endpoint* e = s_->holding[k];
+        endpoint_state* e = s_->holding[k];
         e->advance();
         if (e->holding())
           ++k;
@@ -279,8 +301,7 @@ struct routed {
       auto a = detail::decode_routed_address(peer);
       if (!a) return unexpected(std::move(a).error());
       const bool same_node = a->node == s_->node;
-      endpoint_impl ep(
-          std::make_unique<detail::routed_endpoint>(s_.get(), a->nonce, a->secret, runtime_caps().max_sge));
+      endpoint_impl ep(std::make_unique<endpoint_state>(s_.get(), a->nonce, a->secret, runtime_caps().max_sge));
       route_class want = same_node ? route_class::node : route_class::net;
       const route_class other = same_node ? route_class::net : route_class::node;
       std::string why = same_node ? "peer on this node" : "peer on another node";
@@ -294,22 +315,22 @@ struct routed {
         if (rail > 0 && peer_sub(*a, mine, want) < 0) break;  // the peer has fewer rails
         auto e = connect_sub(*a, mine, want, peer_id, why);
         if (!e) return unexpected(std::move(e).error());
-        ep->add_rail(detail::routed_endpoint::host, mine, e->first, std::move(e->second));
+        ep->add_rail(endpoint_state::host, mine, e->first, std::move(e->second));
       }
-      ep->set_why(detail::routed_endpoint::host, why);
+      ep->set_why(endpoint_state::host, why);
       const detail::routed_class_route& gpu_route = s_->route_of(route_class::gpu);
       const int gpu = gpu_route.rails > 0 ? gpu_route.subs[0] : -1;
       const int mine = host.subs[0];
       if (same_node && gpu >= 0 && gpu != mine && peer_has(*a, gpu, route_class::gpu)) {
         auto dev = connect_sub(*a, gpu, route_class::gpu, peer_id, "gpu route to a peer on this node");
         if (!dev) return unexpected(std::move(dev).error());
-        ep->add_rail(detail::routed_endpoint::device, gpu, dev->first, std::move(dev->second));
-        ep->set_why(detail::routed_endpoint::device, "gpu route to a peer on this node");
+        ep->add_rail(endpoint_state::device, gpu, dev->first, std::move(dev->second));
+        ep->set_why(endpoint_state::device, "gpu route to a peer on this node");
       } else if (s_->subs[static_cast<std::size_t>(mine)].dom->runtime_caps().gpu == gpu_path::direct) {
-        ep->share_route(detail::routed_endpoint::device, detail::routed_endpoint::host,
+        ep->share_route(endpoint_state::device, endpoint_state::host,
                         why + "; its provider reaches device memory itself");
       } else {
-        ep->set_why(detail::routed_endpoint::device, "none: no provider here reaches this peer's device memory");
+        ep->set_why(endpoint_state::device, "none: no provider here reaches this peer's device memory");
       }
       if (auto st = connect_staged(*a, *ep.operator->(), peer_id, mine); !st) return unexpected(std::move(st).error());
       return ep;
@@ -317,7 +338,7 @@ struct routed {
 
     // The one provider domain, where this domain has one (no rails);
     // this domain is not used after.
-    std::optional<any_provider::domain_impl> only_provider() && {
+    std::optional<typename Sub::domain_impl> only_provider() && {
       if (s_->subs.size() != 1 || s_->subs[0].is_rail) return std::nullopt;
       return std::move(s_->subs[0].dom);
     }
@@ -362,7 +383,7 @@ struct routed {
     }
 
    private:
-    explicit domain_impl(std::unique_ptr<detail::routed_state> s) : s_(std::move(s)) {}
+    explicit domain_impl(std::unique_ptr<state> s) : s_(std::move(s)) {}
 
     // The provider domains of the host routes, rail 0 each: the node
     // route's, then the net route's where that is another; -1: none.
@@ -393,18 +414,17 @@ struct routed {
           continue;
         }
         const auto ident = detail::draw_domain_identity();  // seals the peer's buffers as this queue pair adopts them
-        endpoint_impl ep(
-            std::make_unique<detail::routed_endpoint>(s_.get(), ident.nonce, ident.secret, runtime_caps().max_sge));
+        endpoint_impl ep(std::make_unique<endpoint_state>(s_.get(), ident.nonce, ident.secret, runtime_caps().max_sge));
         const std::string why =
             "peer not routed, on its own " + std::string(to_string(sub.dom->provider())) + " domain";
-        ep->add_rail(detail::routed_endpoint::host, mine, 0, std::move(*e));
-        ep->set_why(detail::routed_endpoint::host, why);
+        ep->add_rail(endpoint_state::host, mine, 0, std::move(*e));
+        ep->set_why(endpoint_state::host, why);
         ep->set_plain_peer(sub.dom->provider());
         if (sub.dom->runtime_caps().gpu == gpu_path::direct)
-          ep->share_route(detail::routed_endpoint::device, detail::routed_endpoint::host,
+          ep->share_route(endpoint_state::device, endpoint_state::host,
                           why + "; its provider reaches device memory itself");
         else
-          ep->set_why(detail::routed_endpoint::device, "none: the peer's provider does not reach device memory here");
+          ep->set_why(endpoint_state::device, "none: the peer's provider does not reach device memory here");
         return ep;
       }
       return unexpected(status::invalid_argument,
@@ -417,7 +437,7 @@ struct routed {
     // Registers [addr, addr + len) in every provider domain that takes its
     // memory kind, except one that `r` already holds (allocate_memory's),
     // and seals the routed remote_buffer over their keys, in domain order.
-    result<region_impl> register_in_subs(std::unique_ptr<detail::routed_region_state> r, void* addr, std::size_t len,
+    result<region_impl> register_in_subs(std::unique_ptr<region_state> r, void* addr, std::size_t len,
                                          memory_location where, access rights) {
       remote_buffer& rb = r->remote;
       rb = detail::describe_region(id, reinterpret_cast<std::uintptr_t>(addr), len, where, rights, s_->id.nonce,
@@ -467,19 +487,29 @@ struct routed {
       return region_impl(std::move(r));
     }
 
+    // Whether a default route may name provider `n`: one of Ps
+    // (routed<Ps...>); for routed<>, any but a "+staged" one not
+    // registered (those are never plugins).
+    static bool can_open(std::string_view n) {
+      if constexpr (is_static) {
+        return Sub::has(n);
+      } else {
+        if (n.find('+') == std::string_view::npos) return true;
+        const auto registered = detail::providers_by_priority();
+        return std::any_of(registered.begin(), registered.end(), [&](const auto& e) { return e.name == n; });
+      }
+    }
+
     // Staged where nothing is direct: the net route's provider staged, where
     // that provider does not reach device memory and the program enabled
     // staged providers (cuda/staged_open.hpp); kept only where it stages
     // (the CUDA engine without a usable GPU says gpu none: nothing to route).
-    static void open_default_staged(detail::routed_state& s, const domain_options& opts) {
+    static void open_default_staged(state& s, const domain_options& opts) {
       const auto& net = s.route_of(route_class::net);
       if (net.rails == 0) return;
       const auto& sub = s.subs[static_cast<std::size_t>(net.subs[0])];
       const route_choice staged{sub.choice.provider + "+staged", sub.choice.transport, {}};
-      const auto registered = detail::providers_by_priority();
-      if (sub.dom->runtime_caps().gpu == gpu_path::direct ||
-          std::none_of(registered.begin(), registered.end(), [&](const auto& e) { return e.name == staged.provider; }))
-        return;
+      if (sub.dom->runtime_caps().gpu == gpu_path::direct || !can_open(staged.provider)) return;
       const std::size_t before = s.subs.size();
       if (!open_sub(s, route_class::staged, staged, opts)) return;
       if (s.subs.size() > before && s.subs.back().dom->runtime_caps().gpu != gpu_path::staged) {
@@ -491,8 +521,7 @@ struct routed {
     // Opens `choice` for class `c`, one provider domain per device (rail),
     // or shares one already open for the same provider, transport, device
     // and rail.
-    static result<void> open_sub(detail::routed_state& s, route_class c, const route_choice& choice,
-                                 const domain_options& opts) {
+    static result<void> open_sub(state& s, route_class c, const route_choice& choice, const domain_options& opts) {
       auto& route = s.classes[static_cast<std::size_t>(c)];
       const std::size_t rails = std::max<std::size_t>(choice.devices.size(), 1);
       for (std::size_t rail = 0; rail < rails; ++rail) {
@@ -510,9 +539,9 @@ struct routed {
           o.provider = one.provider;
           o.transport = one.transport;
           o.device = one.devices.empty() ? std::string() : one.devices[0];
-          auto d = any_provider::domain_impl::create(o);
+          auto d = Sub::domain_impl::create(o);
           if (!d) return unexpected(std::move(d).error());
-          detail::routed_sub sub;
+          detail::routed_sub<Sub> sub;
           sub.choice = std::move(one);
           sub.rail = static_cast<std::uint8_t>(rail);
           sub.dom = std::move(*d);
@@ -535,7 +564,7 @@ struct routed {
     // provider's). A peer without one gets no staged route; nor does a peer
     // whose host route is the staged domain itself (`host_sub`: it stages
     // there).
-    result<void> connect_staged(const detail::routed_address& a, detail::routed_endpoint& ep, std::uint32_t peer_id,
+    result<void> connect_staged(const detail::routed_address& a, endpoint_state& ep, std::uint32_t peer_id,
                                 int host_sub) {
       const detail::routed_class_route& route = s_->route_of(route_class::staged);
       if (route.rails == 0 || route.subs[0] == host_sub) return {};
@@ -545,11 +574,11 @@ struct routed {
         const std::string why = "staged through host memory: no direct path for it to host memory";
         auto e = connect_sub(a, mine, c, peer_id, why);
         if (!e) return unexpected(std::move(e).error());
-        ep.add_rail(detail::routed_endpoint::staged, mine, e->first, std::move(e->second));
-        ep.set_why(detail::routed_endpoint::staged, why);
+        ep.add_rail(endpoint_state::staged, mine, e->first, std::move(e->second));
+        ep.set_why(endpoint_state::staged, why);
         return {};
       }
-      ep.set_why(detail::routed_endpoint::staged, "none: the peer has no domain of the staged provider's");
+      ep.set_why(endpoint_state::staged, "none: the peer has no domain of the staged provider's");
       return {};
     }
 
@@ -574,7 +603,7 @@ struct routed {
 
     // Connects our provider domain `mine` to the peer's matching one: the
     // peer's index, and the provider endpoint.
-    result<std::pair<std::uint8_t, any_provider::endpoint_impl>> connect_sub(const detail::routed_address& a, int mine,
+    result<std::pair<std::uint8_t, typename Sub::endpoint_impl>> connect_sub(const detail::routed_address& a, int mine,
                                                                              route_class c, std::uint32_t peer_id,
                                                                              const std::string& why) {
       const int j = peer_sub(a, mine, c);
@@ -595,28 +624,48 @@ struct routed {
       return std::pair{static_cast<std::uint8_t>(j), std::move(*e)};
     }
 
-    std::unique_ptr<detail::routed_state> s_;
+    std::unique_ptr<state> s_;
   };
 };
 
-static_assert(provider<routed>, "routed must satisfy the provider concept");
-static_assert(checks_host_memory<routed>);
+}  // namespace fabrix::detail
+
+namespace fabrix {
+
+// routed<>: over the providers it opens by name at run time (those
+// compiled in and the plugins; open("routed") and open("auto") open it).
+// routed<Ps...>: over exactly Ps (fabrix::ucx::provider, ...), each
+// provider domain held by type, so that an operation reaches its
+// provider's post() without a virtual call. Routes name providers of Ps
+// only; the default routes (above) pick among Ps: node = ucx, else ofi:shm,
+// where one of Ps; net = the first of Ps, in the order written, that is a
+// network provider (not cuda_ipc, not "+staged") and opens; gpu =
+// cuda_ipc; staged = "<net provider>+staged" where that is one of Ps. Both
+// are the same provider on the wire: a routed<Ps...> process and an
+// open("auto") one connect to each other where their routes meet.
+template <provider... Ps>
+struct routed : detail::routed_provider<detail::one_of<Ps...>> {};
+template <>
+struct routed<> : detail::routed_provider<any_provider> {};
+
+static_assert(provider<routed<>>, "routed must satisfy the provider concept");
+static_assert(checks_host_memory<routed<>>);
 
 namespace detail {
 // Not a provider of the registry (any_provider.hpp, routed_opener): its
 // name is known, so its remote_buffers decode, and open("routed") opens it.
 // open("auto"): routed over its default routes, or its one provider domain.
 inline result<std::unique_ptr<any_domain_base>> open_routed_for_auto(const domain_options& opts) {
-  auto d = routed::domain_impl::create(opts);
+  auto d = routed<>::domain_impl::create(opts);
   if (!d) return unexpected(std::move(d).error());
   if (auto one = std::move(*d).only_provider()) return std::move(*one).release_base();
-  return std::unique_ptr<any_domain_base>(new any_domain_model<routed>(std::move(*d)));
+  return std::unique_ptr<any_domain_base>(new any_domain_model<routed<>>(std::move(*d)));
 }
 
 inline const bool routed_registered = [] {
-  routed_opener = &open_erased<routed>;
+  routed_opener = &open_erased<routed<>>;
   routed_auto_opener = &open_routed_for_auto;
-  return register_provider_name(routed::name).has_value();
+  return register_provider_name(routed<>::name).has_value();
 }();
 }  // namespace detail
 

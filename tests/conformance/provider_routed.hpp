@@ -11,13 +11,13 @@
 
 namespace fxt {
 
-using static_provider = fabrix::routed;
+using static_provider = fabrix::routed<fabrix::ucx::provider, fabrix::ofi::provider>;
 inline constexpr const char* provider_name = "routed";
 
 inline std::string unavailable_reason() { return {}; }
 
 inline fabrix::domain<static_provider> open_static(const fabrix::domain_options& options = test_options()) {
-  return must(fabrix::domain<fabrix::routed>::create(options), "routed domain");
+  return must(fabrix::domain<static_provider>::create(options), "routed domain");
 }
 
 }  // namespace fxt

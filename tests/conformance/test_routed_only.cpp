@@ -11,10 +11,12 @@
 // (tests/nodes: "net=ofi:tcp;ofi_rxm@fxr0,fxr1", FABRIX_STRIPE_MIN below
 // the slot so that the writes and reads are striped). Also: the region's
 // key carries every provider domain's key, altered key bytes are refused,
-// peers whose routes differ do not connect, and route texts parse or are
-// refused.
+// peers whose routes differ do not connect, a static routed<Ps...> and a
+// routed<> connect to each other, routed<Ps...> opens only Ps, and route
+// texts parse or are refused.
 #include "providers.hpp"
 
+#include <fabrix/ofi.hpp>
 #include <fabrix/routed.hpp>
 #include <fabrix/ucx.hpp>
 
@@ -121,7 +123,7 @@ TEST_CASE("conformance: routed: peers whose routes differ do not connect") {
   fxt::run_ranks(2, [](int rank, fabrix::bootstrap& boot) {
     fabrix::domain_options o;
     o.transport = rank == 0 ? "node=ucx:tcp net=ucx:tcp" : "node=ofi:shm net=ofi:shm";
-    auto dom = fxt::must(fabrix::domain<fabrix::routed>::create(o), "routed domain");
+    auto dom = fxt::must(fabrix::domain<fabrix::routed<>>::create(o), "routed domain");
     const auto blobs = fxt::must(boot.allgather(fxt::must(dom.address(), "address")), "allgather");
     auto qp = dom.connect(blobs[static_cast<std::size_t>(1 - rank)]);
     FX_CHECK(!qp.has_value());
@@ -196,14 +198,59 @@ TEST_CASE("conformance: routed: a routed domain and one provider's domain reach 
   if (net.provider != "ucx" || !net.devices.empty()) return;  // what this program's plain side is
   fxt::run_ranks(2, [&net](int rank, fabrix::bootstrap& boot) {
     if (rank == 0) {
-      reach_the_other(rank, boot, fxt::must(fabrix::domain<fabrix::routed>::create(fxt::test_options()), "routed"),
+      reach_the_other(rank, boot, fxt::must(fabrix::domain<fabrix::routed<>>::create(fxt::test_options()), "routed"),
                       fabrix::provider_id_of("ucx"));
     } else {
       fabrix::domain_options o;
       o.transport = net.transport;
-      reach_the_other(rank, boot, fxt::must(fabrix::ucx::domain::create(o), "ucx"), fabrix::routed::id);
+      reach_the_other(rank, boot, fxt::must(fabrix::ucx::domain::create(o), "ucx"), fabrix::routed<>::id);
     }
   });
+}
+
+// A static routed<Ps...> (the suite's static provider: routed<ucx, ofi>)
+// and a routed<> (open("auto")'s) are one provider on the wire: with the
+// same routes they connect, and each writes into the other's memory by its
+// remote_buffer and through an imported key. Rank 1 is on the other node.
+TEST_CASE("conformance: routed: routed<Ps...> and routed<> reach each other") {
+  fxt::run_ranks(2, [](int rank, fabrix::bootstrap& boot) {
+    if (rank == 0)
+      reach_the_other(rank, boot, fxt::open_static(), fabrix::routed<>::id);
+    else
+      reach_the_other(rank, boot, fxt::must(fabrix::domain<fabrix::routed<>>::create(fxt::test_options()), "routed"),
+                      fabrix::routed<>::id);
+  });
+}
+
+// routed<Ps...> opens providers of Ps only: its default routes pick among
+// them (routed<ofi>: node=ofi:shm, net=ofi with its default transport, two
+// provider domains, each registering host memory), and a route naming
+// another is refused with the providers it has.
+TEST_CASE("conformance: routed: routed<Ps...> routes over Ps only") {
+  using ofi_only = fabrix::routed<fabrix::ofi::provider>;
+  fabrix::domain_options o;
+  o.transport = "net=ucx:tcp";
+  auto refused = fabrix::domain<ofi_only>::create(o);
+  REQUIRE(!refused.has_value());
+  CHECK(refused.error().code == status::unsupported);
+  CHECK(refused.error().message.find("net=ucx:tcp") != std::string::npos);
+  CHECK(refused.error().message.find("not one of this routed domain's (ofi)") != std::string::npos);
+
+  auto dom = fabrix::domain<ofi_only>::create({});
+  REQUIRE_MESSAGE(dom.has_value(), (dom ? "" : dom.error().describe()));
+  std::vector<std::byte> mem(4096);
+  auto mr = dom->register_memory(mem, access::all_remote);
+  REQUIRE_MESSAGE(mr.has_value(), (mr ? "" : mr.error().describe()));
+  CHECK(mr->remote().provider == fabrix::routed<>::id);
+  fabrix::remote_buffer sub;
+  for (std::uint8_t i = 0; i < 2; ++i) {
+    REQUIRE(fabrix::detail::routed_sub_buffer(mr->remote(), i, sub));
+    CHECK(sub.provider == fabrix::provider_id_of("ofi"));
+  }
+  CHECK(!fabrix::detail::routed_sub_buffer(mr->remote(), 2, sub));
+  const std::string d = dom->describe();
+  CHECK_MESSAGE(d.find("node=") != std::string::npos, d);
+  CHECK_MESSAGE(d.find("net=") != std::string::npos, d);
 }
 
 TEST_CASE("conformance: routed: route texts") {
@@ -228,7 +275,7 @@ TEST_CASE("conformance: routed: route texts") {
   CHECK(!fabrix::route_config::parse("node=ucx:" + std::string(256, 't')).has_value());  // the blob's u8 length
   fabrix::domain_options o;
   o.transport = "node=no_such_provider";
-  auto d = fabrix::domain<fabrix::routed>::create(o);
+  auto d = fabrix::domain<fabrix::routed<>>::create(o);
   REQUIRE(!d.has_value());
   CHECK(d.error().message.find("node=no_such_provider") != std::string::npos);
 }

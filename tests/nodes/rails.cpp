@@ -101,7 +101,7 @@ void write_file(const std::string& path, const std::vector<char>& bytes) {
   if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("cannot create " + path);
 }
 
-using routed_domain = fabrix::domain<fabrix::routed>;
+using routed_domain = fabrix::domain<fabrix::routed<>>;
 
 int serve(const std::string& dir) {
   auto dom = must(routed_domain::create(), "open the routed domain");

@@ -56,7 +56,7 @@ TEST_CASE("ucx+staged is registered, opens by name only") {
 
 TEST_CASE("the routed domain's default routes stage only where there is device memory to stage") {
   fabrix::cuda::enable_staged_providers();
-  auto dom = fabrix::domain<fabrix::routed>::create({});
+  auto dom = fabrix::domain<fabrix::routed<>>::create({});
   REQUIRE_MESSAGE(dom.has_value(), (dom ? "" : dom.error().describe()));
   const bool stages = dom->describe().find("[staged=") != std::string::npos;
   if (!fabrix::cuda::unavailable_reason().empty()) {

@@ -9,7 +9,8 @@
 // imported key, and host memory still goes over the net route; every byte
 // is checked by the reader and by the target, and a notification after a
 // staged write finds its bytes in place. A peer's device memory is
-// out of reach (nothing direct) and refused.
+// out of reach (nothing direct) and refused. For routed<> and for a static
+// routed<ucx, ucx+staged>.
 #include "harness.hpp"
 #include "post_all.hpp"
 #include "test_engine.hpp"
@@ -39,10 +40,15 @@ bool has(const std::string& text, const std::string& part) { return text.find(pa
 
 }  // namespace
 
-TEST_CASE("routed: the default routes stage this process's device memory where nothing is direct") {
+// routed<> finds "ucx+staged" in the registry (enable_staged_providers);
+// routed<ucx, ucx+staged> holds both by type.
+using routed_static =
+    fabrix::routed<fabrix::ucx::provider, fabrix::cuda::staged<fabrix::ucx::provider, fxt::test_engine>>;
+
+TEST_CASE_TEMPLATE("routed: the default routes stage this process's device memory where nothing is direct", P,
+                   fabrix::routed<>, routed_static) {
   fabrix::cuda::enable_staged_providers<fxt::test_engine>();
   fxt::run_ranks(2, [](int rank, fabrix::bootstrap& boot) {
-    using P = fabrix::routed;
     fxt::rank_env<P> env(rank, boot, must(fabrix::domain<P>::create(fxt::test_options()), "routed domain"));
     const std::string dom = env.dom.describe();
     if (!has(dom, "[staged=ucx ") || !has(dom, "gpu staged") || env.dom.caps().gpu != fabrix::gpu_path::staged)

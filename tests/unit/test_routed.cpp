@@ -192,15 +192,19 @@ struct fxfake {
 const bool fake_registered = fabrix::detail::register_provider<fxfake>(-10);
 const fabrix::memory_kind fake_device = fabrix::register_memory_kind("fxdev").value();
 
-using routed_domain = fabrix::domain<fabrix::routed>;
+using routed_domain = fabrix::domain<fabrix::routed<>>;
+// The same over the fake provider held by its type: routed<Ps...>.
+using static_routed = fabrix::routed<fxfake>;
 
-routed_domain open_two_routes() {
+template <class R = fabrix::routed<>>
+fabrix::domain<R> open_two_routes() {
   fabrix::domain_options o;
   o.transport = "node=fxfake:host gpu=fxfake:dev";
-  return routed_domain::create(o).value();
+  return fabrix::domain<R>::create(o).value();
 }
 
-std::vector<fabrix::completion> drain(routed_domain& d) {
+template <class D>
+std::vector<fabrix::completion> drain(D& d) {
   std::vector<fabrix::completion> got;
   fabrix::completion buf[8];
   for (int i = 0; i < 4; ++i) {
@@ -212,10 +216,11 @@ std::vector<fabrix::completion> drain(routed_domain& d) {
 
 }  // namespace
 
-TEST_CASE("routed: operations take the route of their remote memory; a flush over two routes is joined") {
+TEST_CASE_TEMPLATE("routed: operations take the route of their remote memory; a flush over two routes is joined", R,
+                   fabrix::routed<>, static_routed) {
   REQUIRE(fake_registered);
-  auto a = open_two_routes();
-  auto b = open_two_routes();
+  auto a = open_two_routes<R>();
+  auto b = open_two_routes<R>();
   auto qp = a.connect(b.address().value()).value();
   CHECK(qp.describe() ==
         "host memory: fxfake:host (peer on this node); device memory: fxfake:dev (gpu route to a peer on this node)");
@@ -381,7 +386,7 @@ TEST_CASE("routed: open(\"auto\") routes where there are two provider domains, e
   std::vector<std::byte> src(32, std::byte{3}), dst(32);
   auto ms = a.register_memory(src, fabrix::access::local).value();
   auto md = b.register_memory(dst, fabrix::access::all_remote).value();
-  CHECK(md.remote().provider == fabrix::routed::id);
+  CHECK(md.remote().provider == fabrix::routed<>::id);
   CHECK(qp.write(ms.slice(0, 32), md.remote().whole(), 1) == fabrix::status::ok);
   CHECK(dst == src);
   CHECK(a.allocate_memory(16, fabrix::access::local).has_value());
@@ -421,7 +426,7 @@ TEST_CASE("routed: a routed domain and one provider's domain connect both ways a
   auto mrd = r.register_memory(rdst, fabrix::access::all_remote).value();
   auto mps = p.register_memory(psrc, fabrix::access::local).value();
   auto mpd = p.register_memory(pdst, fabrix::access::all_remote).value();
-  REQUIRE(mrd.remote().provider == fabrix::routed::id);
+  REQUIRE(mrd.remote().provider == fabrix::routed<>::id);
 
   // The plain queue pair on the routed buffer: its entry of the node route.
   CHECK(pq.write(mps.slice(0, 64), mrd.remote().whole(), 1) == fabrix::status::ok);
@@ -507,10 +512,11 @@ struct scoped_env {
 };
 
 // A routed domain whose net route is two rails over fake devices r0, r1.
-routed_domain open_rails() {
+template <class R = fabrix::routed<>>
+fabrix::domain<R> open_rails() {
   fabrix::domain_options o;
   o.transport = "net=fxfake:host@r0,r1";
-  return routed_domain::create(o).value();
+  return fabrix::domain<R>::create(o).value();
 }
 
 // Two routed domains over two fake rails each, a queue pair from a to b,
@@ -518,13 +524,13 @@ routed_domain open_rails() {
 struct rail_pair {
   routed_domain a = open_rails();
   routed_domain b = open_rails();
-  fabrix::queue_pair<fabrix::routed> qp = a.connect(b.address().value()).value();
+  fabrix::queue_pair<fabrix::routed<>> qp = a.connect(b.address().value()).value();
   fake_state& r0 = fake_domain("host@r0", 0);
   fake_state& r1 = fake_domain("host@r1", 0);
   std::vector<std::byte> src = std::vector<std::byte>(8192, std::byte{5});
   std::vector<std::byte> dst = std::vector<std::byte>(8192);
-  fabrix::memory_region<fabrix::routed> ms = a.register_memory(src, fabrix::access::local).value();
-  fabrix::memory_region<fabrix::routed> md = b.register_memory(dst, fabrix::access::all_remote).value();
+  fabrix::memory_region<fabrix::routed<>> ms = a.register_memory(src, fabrix::access::local).value();
+  fabrix::memory_region<fabrix::routed<>> md = b.register_memory(dst, fabrix::access::all_remote).value();
 };
 
 std::byte pattern_byte(std::size_t i, unsigned seed) {
@@ -553,13 +559,14 @@ TEST_CASE("routed: route texts with devices (rails) parse, and malformed device 
   }
 }
 
-TEST_CASE(
+TEST_CASE_TEMPLATE(
     "routed: rails: large writes and reads are striped into one completion; a rail that stops completing "
-    "goes down") {
+    "goes down",
+    R, fabrix::routed<>, static_routed) {
   scoped_env timeout("FABRIX_RAIL_TIMEOUT_MS", "100");
   scoped_env stripe("FABRIX_STRIPE_MIN", "1k");
-  auto a = open_rails();
-  auto b = open_rails();
+  auto a = open_rails<R>();
+  auto b = open_rails<R>();
   auto qp = a.connect(b.address().value()).value();
   CHECK(qp.describe() ==
         "host memory: fxfake:host@r0,r1 (peer on this node, no node route configured; 2 rails, writes and reads "
@@ -831,7 +838,7 @@ TEST_CASE("routed: rails: a held notification fails with its gate; closing the q
   auto a2 = open_rails();
   fake_state& s0 = fake_domain("host@r0", 2);  // a's, b's, then a2's
   fake_state& s1 = fake_domain("host@r1", 2);
-  std::optional<fabrix::queue_pair<fabrix::routed>> qp3(a2.connect(f.b.address().value()).value());
+  std::optional<fabrix::queue_pair<fabrix::routed<>>> qp3(a2.connect(f.b.address().value()).value());
   auto ms2 = a2.register_memory(f.src, fabrix::access::local).value();
   s1.hold_all = true;
   CHECK(qp3->write(ms2.slice(0, 8192), f.md.remote().whole(), 5) == fabrix::status::ok);

@@ -23,7 +23,7 @@
 
 namespace fabrix::detail {
 
-// fabrix::routed::id, known to the core without routed.hpp.
+// fabrix::routed<...>::id, known to the core without routed.hpp.
 inline constexpr provider_id routed_provider_id = provider_id_of("routed");
 
 struct routed_peer {

@@ -103,8 +103,12 @@ struct routed_route {
   bool usable() const noexcept { return rails > 0; }
 };
 
+// Sub: as routed_state's.
+template <class Sub>
 class routed_endpoint {
  public:
+  using sub_endpoint = typename Sub::endpoint_impl;
+
   static constexpr std::size_t batch_size = 16;
   static constexpr std::size_t host = 0, device = 1, staged = 2;
   static constexpr std::size_t max_endpoints = routed_max_endpoints;
@@ -114,7 +118,7 @@ class routed_endpoint {
   // max_sge: the routed domain's scatter-gather limit (the core refuses
   // longer gather lists before they reach post()). Not movable: while it
   // holds operations the domain's poll() reaches it by address.
-  routed_endpoint(routed_state* s, std::uint64_t peer_nonce, const seal_key& peer_secret, std::uint32_t max_sge)
+  routed_endpoint(routed_state<Sub>* s, std::uint64_t peer_nonce, const seal_key& peer_secret, std::uint32_t max_sge)
       : s_(s), peer_nonce_(peer_nonce), peer_secret_(peer_secret), max_sge_(max_sge) {
     ops_.reserve(batch_size);
     gather_.reserve(max_sge);
@@ -136,7 +140,7 @@ class routed_endpoint {
 
   // Adds the provider endpoint of the next rail of `route` (host or device):
   // this domain's provider domain `sub`, the peer's `peer_sub`.
-  void add_rail(std::size_t route, int sub, std::uint8_t peer_sub, any_provider::endpoint_impl ep) {
+  void add_rail(std::size_t route, int sub, std::uint8_t peer_sub, sub_endpoint ep) {
     endpoints_.push_back(std::move(ep));
     endpoint_sub_[endpoints_.size() - 1] = sub;
     routed_route& r = routes_[route];
@@ -181,7 +185,7 @@ class routed_endpoint {
       std::string t = first.transport.empty() ? first.provider : first.provider + ":" + first.transport;
       std::string down;
       for (std::size_t i = 0; i < x.rails; ++i) {
-        const routed_sub& s = sub(x.sub[i]);
+        const routed_sub<Sub>& s = sub(x.sub[i]);
         const std::string dev = s.choice.devices.empty() ? "(default)" : s.choice.devices[0];
         t += (i == 0 ? "@" : ",") + dev;
         if (s.down) down += (down.empty() ? "" : ",") + dev;
@@ -300,8 +304,8 @@ class routed_endpoint {
     bool has_staged = false;
   };
 
-  const routed_sub& sub(int i) const noexcept { return s_->subs[static_cast<std::size_t>(i)]; }
-  any_provider::endpoint_impl& endpoint_of(std::size_t r, std::size_t rail) noexcept {
+  const routed_sub<Sub>& sub(int i) const noexcept { return s_->subs[static_cast<std::size_t>(i)]; }
+  sub_endpoint& endpoint_of(std::size_t r, std::size_t rail) noexcept {
     return endpoints_[static_cast<std::size_t>(routes_[r].endpoint[rail])];
   }
 
@@ -351,7 +355,9 @@ class routed_endpoint {
   static bool local_on(const operation& o, int sub_index) noexcept {
     const local_slice& l = o.gather.empty() ? o.local : o.gather[0];
     if (l.descriptor == nullptr) return true;
-    return static_cast<const routed_region_state*>(l.descriptor)->local[static_cast<std::size_t>(sub_index)].registered;
+    return static_cast<const routed_region_state<Sub>*>(l.descriptor)
+        ->local[static_cast<std::size_t>(sub_index)]
+        .registered;
   }
 
   // The rail an operation posted whole goes on: rail 0 for messages, else
@@ -384,8 +390,8 @@ class routed_endpoint {
   // The provider's local slice for `l` in provider domain `sub_index`;
   // false where that provider has no registration of its memory.
   static bool local_for(const local_slice& l, int sub_index, local_slice& out) noexcept {
-    const auto* region = static_cast<const routed_region_state*>(l.descriptor);
-    const routed_region_state::local_view& v = region->local[static_cast<std::size_t>(sub_index)];
+    const auto* region = static_cast<const routed_region_state<Sub>*>(l.descriptor);
+    const routed_local_view& v = region->local[static_cast<std::size_t>(sub_index)];
     if (!v.registered) return false;
     out = l;
     out.descriptor = v.descriptor;
@@ -709,14 +715,14 @@ class routed_endpoint {
     --held_count_;
   }
 
-  routed_state* s_;
+  routed_state<Sub>* s_;
   std::uint64_t peer_nonce_;
   seal_key peer_secret_;
-  std::array<routed_route, 3> routes_{};                // host, device, staged
-  provider_id plain_provider_ = provider_id::none;      // set_plain_peer
-  std::vector<any_provider::endpoint_impl> endpoints_;  // at most max_endpoints
-  std::array<int, max_endpoints> endpoint_sub_{};       // each endpoint's provider domain
-  std::uint16_t used_ = 0;                              // bit per endpoint an operation went out on
+  std::array<routed_route, 3> routes_{};            // host, device, staged
+  provider_id plain_provider_ = provider_id::none;  // set_plain_peer
+  std::vector<sub_endpoint> endpoints_;             // at most max_endpoints
+  std::array<int, max_endpoints> endpoint_sub_{};   // each endpoint's provider domain
+  std::uint16_t used_ = 0;                          // bit per endpoint an operation went out on
   // Per provider endpoint: operations posted to it (recv and flush aside),
   // a count routed_tally::synced is compared with.
   std::array<std::uint64_t, max_endpoints> sent_{};

@@ -50,8 +50,12 @@ inline constexpr std::uint8_t class_bit(route_class c) noexcept {
 
 using routed_clock = std::chrono::steady_clock;
 
+template <class Sub>
 class routed_endpoint;
 
+// Sub: the provider of the routed domain's provider domains (any_provider,
+// or one_of<Ps...> for a static routed<Ps...>; routed.hpp).
+template <class Sub>
 struct routed_sub {
   route_choice choice;       // devices: this domain's one device, or none
   std::uint8_t rail = 0;     // its position in its route's device list
@@ -60,7 +64,7 @@ struct routed_sub {
   bool down = false;
   std::uint32_t joined = 0;  // joined operations in flight on it
   routed_clock::time_point last_progress{};
-  std::optional<any_provider::domain_impl> dom;
+  std::optional<typename Sub::domain_impl> dom;
 };
 
 // The provider domains of one route class, rail 0 first.
@@ -120,20 +124,21 @@ struct routed_join {
   routed_join* next_free = nullptr;
 };
 
+template <class Sub>
 struct routed_state {
   static constexpr std::size_t join_capacity = 1024;
   static_assert(routed_max_subs <= 16, "routed_join::pending has a bit per provider domain");
 
-  std::vector<routed_sub> subs;  // at most routed_max_subs
+  std::vector<routed_sub<Sub>> subs;  // at most routed_max_subs
   std::array<routed_class_route, route_classes> classes{};
   domain_identity id = draw_domain_identity();
   std::uint64_t node = 0;
   std::uint64_t next_epoch = 1;
   std::size_t poll_start = 0;  // the sub polled first, rotating
   slot_pool<routed_join> joins{join_capacity};
-  std::vector<completion> failed;         // joins reported early, held operations failed, not yet polled
-  std::vector<routed_endpoint*> holding;  // queue pairs with held operations (routed/endpoint.hpp)
-  bool has_rails = false;                 // some route has two or more: poll() times them
+  std::vector<completion> failed;              // joins reported early, held operations failed, not yet polled
+  std::vector<routed_endpoint<Sub>*> holding;  // queue pairs with held operations (routed/endpoint.hpp)
+  bool has_rails = false;                      // some route has two or more: poll() times them
   std::chrono::milliseconds rail_timeout{10000};
   std::uint64_t stripe_min = 256 * 1024;
 
@@ -163,7 +168,7 @@ struct routed_state {
   // when it was the last and the join is to report, true then.
   bool finish_join(const completion& c, int sub, completion& out) noexcept {
     auto* j = reinterpret_cast<routed_join*>(c.token);
-    routed_sub& s = subs[static_cast<std::size_t>(sub)];
+    routed_sub<Sub>& s = subs[static_cast<std::size_t>(sub)];
     --s.joined;
     j->pending = static_cast<std::uint16_t>(j->pending & ~(1u << sub));
     if (c.status != status::ok && j->result == status::ok) {
@@ -202,7 +207,7 @@ struct routed_state {
   // Marks down every rail that is stalled while another rail of its route
   // is not (above), and fails the joins waiting on it.
   void check_rails(routed_clock::time_point now) noexcept {
-    auto stalled = [&](const routed_sub& s) { return s.joined > 0 && now - s.last_progress >= rail_timeout; };
+    auto stalled = [&](const routed_sub<Sub>& s) { return s.joined > 0 && now - s.last_progress >= rail_timeout; };
     for (std::size_t i = 0; i < subs.size(); ++i) {
       auto& s = subs[i];
       if (!s.is_rail || s.down || !stalled(s)) continue;
@@ -242,22 +247,23 @@ struct routed_state {
   }
 };
 
+// What a local_slice of a routed region becomes in one provider domain:
+// its registration's descriptor and owner, copied out of the registration
+// when it is made (routed_region_state::set_local) so that an operation's
+// rewrite reads them without a call into the provider.
+struct routed_local_view {
+  void* descriptor = nullptr;
+  std::uint64_t owner = 0;
+  bool registered = false;  // false: no registration in that provider domain
+};
+
 // A registration in every provider domain that takes the memory; the
 // routed region's descriptor() is this object (stable on the heap), from
 // which an endpoint finds the provider's registration for its route.
+template <class Sub>
 struct routed_region_state {
-  // What a local_slice of this region becomes in one provider domain: its
-  // registration's descriptor and owner, copied out of subs[i] when it is
-  // made (set_local) so that an operation's rewrite reads them without a
-  // virtual call.
-  struct local_view {
-    void* descriptor = nullptr;
-    std::uint64_t owner = 0;
-    bool registered = false;  // false: no registration in that provider domain
-  };
-
-  std::array<std::optional<any_provider::region_impl>, routed_max_subs> subs;
-  std::array<local_view, routed_max_subs> local{};
+  std::array<std::optional<typename Sub::region_impl>, routed_max_subs> subs;
+  std::array<routed_local_view, routed_max_subs> local{};
   remote_buffer remote;
   // The provider domain whose region owns the memory (allocate_memory), or
   // -1: its region goes last, after the registrations of that memory.
