@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -72,6 +73,8 @@ struct any_domain_base {
   virtual std::uint64_t owner() const noexcept = 0;
   virtual capabilities runtime_caps() const noexcept = 0;
   virtual std::string describe() const = 0;
+  // The provider's device_pci(), or nullopt where it has none.
+  virtual std::optional<std::string> device_pci() const = 0;
 };
 
 template <provider P>
@@ -127,6 +130,12 @@ struct any_domain_model final : any_domain_base {
                         "register_memory() it)",
                         std::string(P::name));
     }
+  }
+  std::optional<std::string> device_pci() const override {
+    if constexpr (reports_device_pci<P>)
+      return impl.device_pci();
+    else
+      return std::nullopt;
   }
   result<void> check_host_memory(const void* addr, std::size_t len) override {
     if constexpr (checks_host_memory<P>) {
@@ -382,6 +391,7 @@ struct any_provider {
     std::uint64_t owner() const noexcept { return d_->owner(); }
     capabilities runtime_caps() const noexcept { return d_->runtime_caps(); }
     std::string describe() const { return d_->describe(); }
+    std::optional<std::string> device_pci() const { return d_->device_pci(); }
     // The provider domain inside, handed over (routed_auto_opener: the
     // routed domain gives back its only one); this object is empty after.
     std::unique_ptr<detail::any_domain_base> release_base() && noexcept { return std::move(d_); }

@@ -55,6 +55,7 @@
 #include <chrono>
 #include <concepts>
 #include <cstddef>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -122,6 +123,20 @@ concept allocates_memory = provider<P> && requires(typename P::domain_impl& d, s
 template <class P>
 concept checks_host_memory = provider<P> && requires(typename P::domain_impl& d, const void* addr, std::size_t len) {
   { d.check_host_memory(addr, len) } -> std::same_as<result<void>>;
+};
+
+// Optional provider entry:
+//   device_pci() const -> std::optional<std::string>
+// The PCI function ("0000:3b:00.0") of the network device the domain uses,
+// where it uses one that sits on PCI (read from sysfs, or FABRIX_SYSFS:
+// detail/topology.hpp), so that a program can tell how far its NIC is from
+// its GPU whatever the provider; nullopt where the domain uses several
+// devices on different functions (UCX without UCX_NET_DEVICES), devices on
+// none (loopback, veths, soft-RoCE) or cannot tell. domain::device_pci()
+// is nullopt for a provider without it.
+template <class P>
+concept reports_device_pci = provider<P> && requires(const typename P::domain_impl& d) {
+  { d.device_pci() } -> std::same_as<std::optional<std::string>>;
 };
 // clang-format on
 

@@ -30,6 +30,7 @@
 #include <climits>
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -155,6 +156,15 @@ class domain {
   capabilities caps() const noexcept { return impl().runtime_caps(); }
   // One line: provider, transport, device — for logs and perf headers.
   std::string describe() const { return impl().describe(); }
+  // The PCI function of the network device this domain uses, where the
+  // provider reports one (concepts.hpp, reports_device_pci): compare it
+  // with a GPU's to see how close they sit (fabrix-info gpus).
+  std::optional<std::string> device_pci() const {
+    if constexpr (reports_device_pci<P>)
+      return impl().device_pci();
+    else
+      return std::nullopt;
+  }
 
   // The provider's native objects (P's documented handle, e.g. the UCP
   // context and worker of a fabrix::ucx domain: fabrix/<provider>/native.hpp)

@@ -376,6 +376,7 @@ struct routed_provider {
         for (auto c : all_route_classes)
           if (sub.classes & detail::class_bit(c)) d += std::string(to_string(c)) + "=";
         d += sub.dom->describe();
+        if (const auto pci = sub.dom->device_pci()) d += ", PCI " + *pci;
         if (sub.is_rail) d += " rail " + std::to_string(sub.rail) + (sub.down ? " (down)" : "");
         d += "]";
       }

@@ -56,7 +56,10 @@ value described(std::string_view name, result<any_domain>& d) {
   if (!d)
     v.set("opens", false).set("why_not", d.error().describe());
   else
-    v.set("opens", true).set("describe", d->describe()).set("capabilities", capabilities_of(d->caps()));
+    v.set("opens", true)
+        .set("describe", d->describe())
+        .set("capabilities", capabilities_of(d->caps()))
+        .set("device_pci", d->device_pci().value_or("none (no device on PCI, several, or not reported)"));
   v.set("gpu", gpu_path_of(name, d));
   return v;
 }

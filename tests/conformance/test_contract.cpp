@@ -5,10 +5,13 @@
 // destroyed before its queue pairs and regions.
 #include "providers.hpp"
 
+#include <fabrix/detail/topology.hpp>
+
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 
 using fabrix::access;
@@ -109,6 +112,12 @@ TEST_CASE_TEMPLATE("conformance: registrations are checked, and a domain may go 
     FX_CHECK(ro != MAP_FAILED);
     FX_CHECK(env.dom.register_memory(ro, page, {}, access::remote_write).code() == status::access_denied);
     ::munmap(ro, page);
+
+    // The device the domain uses, where it reports one, is a PCI function
+    // sysfs has; soft-RoCE (the verbs runs here) sits on none.
+    if (const auto pci = env.dom.device_pci())
+      FX_CHECK(std::filesystem::exists(fabrix::detail::sysfs_root() + "/bus/pci/devices/" + *pci));
+    if (env.dom.describe().starts_with("verbs rxe")) FX_CHECK(!env.dom.device_pci().has_value());
 
     // A second domain whose queue pair (a loopback to itself) and regions outlive it.
     std::vector<std::byte> target(256), src(256);

@@ -144,6 +144,10 @@ def main():
             caps = p["capabilities"]
             if caps["gpu_path"] not in ("none", "staged", "direct") or not p["describe"]:
                 fail(f"provider {p['name']} opened but reports {caps}", p)
+            # The PCI function of its device: one sysfs has, or none.
+            pci = p.get("device_pci") or ""
+            if not pci.startswith("none") and (not pci or not os.path.exists("/sys/bus/pci/devices/" + pci)):
+                fail(f"provider {p['name']} reports device PCI function {pci!r}, not in sysfs", p)
         elif not p.get("why_not"):
             fail(f"provider {p['name']} does not open and says nothing of why", p)
         gpu = p.get("gpu", {})

@@ -12,6 +12,8 @@
 #include <array>
 #include <chrono>
 #include <cstring>
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace od = fabrix::ofi::detail;
@@ -309,6 +311,12 @@ TEST_CASE("ofi device pci:<bus id>: the offered domain named after the network d
   REQUIRE_MESSAGE(a.has_value(), (a ? "" : a.error().describe()));
   REQUIRE(b.has_value());
   CHECK(fabrix::detail::provider_impl(*a).domain_name() == "lo");
+  // It reports the function of that device, also through any_provider.
+  CHECK(a->device_pci() == std::optional<std::string>("0000:04:00.0"));
+  CHECK(fabrix::open("ofi", o).value().device_pci() == std::optional<std::string>("0000:04:00.0"));
+  fabrix::domain_options shm;
+  shm.transport = "shm";
+  CHECK_FALSE(fabrix::ofi::domain::create(shm).value().device_pci().has_value());
   fxt::check_write_between(*a, *b);
   // The only device on PCI is no domain libfabric offers: refused, naming it.
   fxt::fake_sysfs other("none");

@@ -180,6 +180,12 @@ struct fxfake {
     std::uint64_t owner() const noexcept { return s_->id.nonce; }
     fabrix::capabilities runtime_caps() const noexcept { return caps; }
     std::string describe() const { return "fxfake " + s_->transport; }
+    // Rails r0 and r1 sit on PCI functions 0000:10:00.0 and 0000:11:00.0.
+    std::optional<std::string> device_pci() const {
+      for (const char* r : {"@r0", "@r1"})
+        if (s_->transport.ends_with(r)) return std::string("0000:1") + r[2] + ":00.0";
+      return std::nullopt;
+    }
 
    private:
     explicit domain_impl(std::unique_ptr<fake_state> s) : s_(std::move(s)) {}
@@ -567,6 +573,9 @@ TEST_CASE_TEMPLATE(
   scoped_env stripe("FABRIX_STRIPE_MIN", "1k");
   auto a = open_rails<R>();
   auto b = open_rails<R>();
+  // Each rail's provider domain says which PCI function it sits on.
+  CHECK_MESSAGE(a.describe().find("fxfake host@r0, PCI 0000:10:00.0 rail 0") != std::string::npos, a.describe());
+  CHECK_MESSAGE(a.describe().find("fxfake host@r1, PCI 0000:11:00.0 rail 1") != std::string::npos, a.describe());
   auto qp = a.connect(b.address().value()).value();
   CHECK(qp.describe() ==
         "host memory: fxfake:host@r0,r1 (peer on this node, no node route configured; 2 rails, writes and reads "

@@ -1,6 +1,6 @@
 // The core's PCIe topology (detail/topology.hpp) over a fake sysfs tree:
 // which network devices are closest to a PCI function (a GPU), in what
-// order, and what is passed over.
+// order, and what is passed over; which function a device sits on.
 #include <fabrix/detail/topology.hpp>
 
 #include <doctest/doctest.h>
@@ -81,6 +81,25 @@ TEST_CASE("topology: network devices closest to a PCI function first, RDMA devic
   // A function that is not there: nothing is near it.
   CHECK(fd::devices_near(f.root.string(), "0000:ff:00.0").empty());
   CHECK(fd::devices_near((f.root / "nothing").string(), "0000:03:00.0").empty());
+}
+
+TEST_CASE("topology: the PCI function of a device by name, and of a device list (domain::device_pci)") {
+  fake_sysfs f;
+  const std::string root = f.root.string();
+  CHECK(fd::device_pci_function(root, "mlx5_0") == std::optional<std::string>("0000:04:00.0"));
+  CHECK(fd::device_pci_function(root, "mlx5_0:1") == std::optional<std::string>("0000:04:00.0"));  // a port
+  CHECK(fd::device_pci_function(root, "enp4s0") == std::optional<std::string>("0000:04:00.0"));
+  CHECK(fd::device_pci_function(root, "eth0") == std::optional<std::string>("0000:00:03.0"));  // virtio child
+  CHECK(fd::device_pci_function(root, "eth3") == std::optional<std::string>("0000:81:00.0"));
+  for (const char* none : {"veth0", "rxe0", "lo", "shm", "", ":1", "..", "../net/eth3", "nosuch"})
+    CHECK_MESSAGE(!fd::device_pci_function(root, none).has_value(), none);
+  // A NIC's device and its interface are one function; two functions, or
+  // one device on none, are no one function.
+  CHECK(fd::devices_pci_function(root, "mlx5_0:1,enp4s0") == std::optional<std::string>("0000:04:00.0"));
+  CHECK(fd::devices_pci_function(root, "eth1") == std::optional<std::string>("0000:05:00.0"));
+  CHECK_FALSE(fd::devices_pci_function(root, "eth1,eth2").has_value());
+  CHECK_FALSE(fd::devices_pci_function(root, "enp4s0,veth0").has_value());
+  CHECK_FALSE(fd::devices_pci_function(root, "").has_value());
 }
 
 TEST_CASE("topology: device texts naming a PCI function, and the sysfs root") {

@@ -774,7 +774,17 @@ TEST_CASE("ucx device pci:<bus id>: UCX_NET_DEVICES is the network device closes
   CHECK_MESSAGE(
       a->describe().find("UCX_NET_DEVICES=lo (closest to PCI 0000:03:00.0: 4 PCIe hops)") != std::string::npos,
       a->describe());
+  // It reports the function of the device it uses, also through any_provider.
+  CHECK(a->device_pci() == std::optional<std::string>("0000:04:00.0"));
+  CHECK(fabrix::open("ucx", o).value().device_pci() == std::optional<std::string>("0000:04:00.0"));
   fxt::check_write_between(*a, *b);
+  // Named by the interface: the same; UCX's default (every device): none.
+  o.device = "lo";
+  CHECK(fabrix::ucx::domain::create(o).value().device_pci() == std::optional<std::string>("0000:04:00.0"));
+  o.device = "lo,eth0";  // two functions
+  CHECK_FALSE(fabrix::ucx::domain::create(o).value().device_pci().has_value());
+  o.device.clear();
+  CHECK_FALSE(fabrix::ucx::domain::create(o).value().device_pci().has_value());
   // A function that is not there: refused, naming it.
   o.device = "pci:0000:77:00.0";
   auto none = fabrix::ucx::domain::create(o);

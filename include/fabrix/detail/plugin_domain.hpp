@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -135,6 +136,8 @@ class plugin_domain final : public any_domain_base {
       return table().allocate_memory(d_->handle, len, static_cast<std::uint32_t>(rights), out...);
     });
   }
+  // The plugin table (provider_abi.h) carries no device: not reported.
+  std::optional<std::string> device_pci() const override { return std::nullopt; }
   result<void> check_host_memory(const void* addr, std::size_t len) override {
     if (!plugin().has(offsetof(fabrix_provider_table, check_host_memory))) return {};
     fabrix_error err{};

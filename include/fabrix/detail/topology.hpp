@@ -153,6 +153,37 @@ inline std::vector<near_device> devices_near(const std::string& sysfs, const std
   return out;
 }
 
+// The PCI function (bus id, "0000:3b:00.0") of network device `name`
+// under `sysfs`: an RDMA device ("mlx5_0", a ":<port>" suffix ignored) or a
+// network interface ("enp59s0"); nullopt where it is neither or sits on no
+// PCI function (lo, veths, soft-RoCE). What a provider reports as
+// domain::device_pci().
+inline std::optional<std::string> device_pci_function(const std::string& sysfs, std::string_view name) {
+  if (const auto colon = name.find(':'); colon != std::string_view::npos) name = name.substr(0, colon);
+  if (name.empty() || name.find('/') != std::string_view::npos || name == "." || name == "..") return std::nullopt;
+  for (const char* cls : {"/class/infiniband/", "/class/net/"}) {
+    const pci_place p = place_of(sysfs + cls + std::string(name) + "/device");
+    if (p.on_pci()) return p.chain.back();
+  }
+  return std::nullopt;
+}
+
+// The one PCI function of a comma list of network devices (an RDMA NIC's
+// device and its interface are one function); nullopt where they sit on
+// none, or on more than one (the provider may use any of them).
+inline std::optional<std::string> devices_pci_function(const std::string& sysfs, std::string_view list) {
+  std::optional<std::string> one;
+  while (!list.empty()) {
+    const auto comma = list.find(',');
+    const auto f = device_pci_function(sysfs, list.substr(0, comma));
+    if (!f || (one && *one != *f)) return std::nullopt;
+    one = f;
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  return one;
+}
+
 // How far, in words: "2 PCIe hops", "same NUMA node, another root
 // complex", "not on a shared PCIe tree".
 inline std::string describe_distance(int d) {

@@ -1,15 +1,16 @@
 // fabrix::detail::one_of<Ps...> — a provider that is, per domain, whichever
 // one of Ps its domain_options::provider names: the provider domains of a
 // static fabrix::routed<Ps...> (routed.hpp). A call goes to the provider it
-// holds through a compare of the alternative's index (a chain the compiler
-// inlines), not through a virtual call as any_provider's do, so that the
-// provider's post() is compiled into the routed endpoint's.
+// holds through a compare of the alternative's index, not through a virtual
+// call as any_provider's do (no cheaper per operation, measured:
+// perf/results/2026-12-07-routed-static).
 //
 // It is no provider of the registry and has no name on the wire:
 // provider() is the held provider's, and its remote_buffers are that
-// provider's. allocate_memory where the held provider has none, and
-// check_host_memory where it checks nothing, answer as any_provider's
-// (unsupported; ok). Lifetime and threading: the held provider's.
+// provider's. allocate_memory where the held provider has none,
+// check_host_memory where it checks nothing and device_pci where it
+// reports none answer as any_provider's (unsupported; ok; nullopt).
+// Lifetime and threading: the held provider's.
 #pragma once
 
 #include <fabrix/any_provider.hpp>
@@ -158,6 +159,14 @@ struct one_of {
     }
     std::string describe() const {
       return visit_held(v_, [](const auto& d) { return std::string(d.describe()); });
+    }
+    std::optional<std::string> device_pci() const {
+      return visit_held(v_, [](const auto& d) -> std::optional<std::string> {
+        if constexpr (requires { d.device_pci(); })
+          return d.device_pci();
+        else
+          return std::nullopt;
+      });
     }
 
    private:

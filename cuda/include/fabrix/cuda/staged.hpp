@@ -56,6 +56,7 @@
 #include <array>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -193,6 +194,13 @@ struct staged {
       capabilities c = s_->inner.runtime_caps();
       c.gpu = s_->path;
       return c;
+    }
+    // The inner provider's device (staging goes over its NIC).
+    std::optional<std::string> device_pci() const {
+      if constexpr (requires { s_->inner.device_pci(); })
+        return s_->inner.device_pci();
+      else
+        return std::nullopt;
     }
     std::string describe() const {
       std::string d = s_->inner.describe() + ", gpu " + std::string(to_string(s_->path));

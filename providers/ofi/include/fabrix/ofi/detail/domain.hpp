@@ -30,6 +30,7 @@
 #include <fabrix/capabilities.hpp>
 #include <fabrix/detail/describe_region.hpp>
 #include <fabrix/detail/domain_identity.hpp>
+#include <fabrix/detail/topology.hpp>
 #include <fabrix/domain_options.hpp>
 #include <fabrix/memory.hpp>
 #include <fabrix/ofi/detail/address.hpp>
@@ -46,7 +47,9 @@
 #include <poll.h>
 
 #include <chrono>
+#include <cstdio>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -211,6 +214,20 @@ class domain_impl {
     c.needs_target_progress = d_->manual_progress;
     c.gpu = d_->hmem ? gpu_path::direct : gpu_path::none;
     return c;
+  }
+  // The PCI function of the libfabric domain's device: by its name in
+  // sysfs (an interface such as "eth0", an RDMA device such as "mlx5_0"),
+  // else as libfabric's fi_nic reports it; nullopt for "shm", "lo" and
+  // devices on no PCI function.
+  std::optional<std::string> device_pci() const {
+    if (auto f = fabrix::detail::device_pci_function(fabrix::detail::sysfs_root(), domain_name())) return f;
+    const fi_info* i = d_->info;
+    if (i->nic == nullptr || i->nic->bus_attr == nullptr || i->nic->bus_attr->bus_type != FI_BUS_PCI)
+      return std::nullopt;
+    const auto& pci = i->nic->bus_attr->attr.pci;
+    char text[16];
+    std::snprintf(text, sizeof text, "%04x:%02x:%02x.%x", pci.domain_id, pci.bus_id, pci.device_id, pci.function_id);
+    return std::string(text);
   }
   std::string describe() const {
     const fi_info* i = d_->info;

@@ -8,6 +8,7 @@
 #include <fabrix/capabilities.hpp>
 #include <fabrix/detail/describe_region.hpp>
 #include <fabrix/detail/domain_identity.hpp>
+#include <fabrix/detail/topology.hpp>
 #include <fabrix/domain_options.hpp>
 #include <fabrix/memory.hpp>
 #include <fabrix/remote_buffer.hpp>
@@ -33,6 +34,7 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -198,6 +200,11 @@ class domain_impl {
     c.atomics = d_->attr.atomic_cap != IBV_ATOMIC_NONE;
     c.gpu = d_->gpu == gpu_registration::none ? gpu_path::none : gpu_path::direct;
     return c;
+  }
+  // The PCI function of the RDMA device in use (sysfs class/infiniband);
+  // nullopt for soft-RoCE and other devices on no PCI function.
+  std::optional<std::string> device_pci() const {
+    return fabrix::detail::device_pci_function(fabrix::detail::sysfs_root(), d_->dev.name);
   }
   // Device, port, GID and why they were chosen.
   std::string describe() const {
