@@ -133,7 +133,8 @@ class domain {
     if (detail::is_routed_address(peer_address) && provider() != detail::routed_provider_id) {
       auto a = detail::decode_routed_address(peer_address);
       if (!a) return unexpected(std::move(a).error());
-      const int j = detail::routed_entry_for(*a, provider());
+      if (!core_->node) core_->node = detail::node_id();
+      const int j = detail::routed_entry_for(*a, provider(), *core_->node);
       if (j < 0) {
         std::string theirs;
         for (const auto& s : a->subs) theirs += (theirs.empty() ? "" : ", ") + std::string(to_string(s.provider));

@@ -6,6 +6,7 @@
 #include <fabrix/concepts.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <utility>
 
 namespace fabrix::detail {
@@ -16,6 +17,10 @@ struct domain_core {
   typename P::domain_impl impl;
   bool open = true;                // false once the domain<P> is destroyed
   std::uint32_t next_peer_id = 0;  // what connect() without an id assigns next
+  // detail::node_id() (process_identity.hpp), read at the first connect()
+  // to a routed peer and kept: it reads /proc and the host name, too much
+  // for every connect of a large job.
+  std::optional<std::uint64_t> node;
 };
 
 }  // namespace fabrix::detail

@@ -36,11 +36,12 @@ inline bool is_routed_address(std::span<const std::byte> blob) noexcept {
   return blob.size() >= 4 && std::memcmp(blob.data(), "FXRT", 4) == 0;
 }
 
-// The entry of `a` that a domain of provider `self` connects to: of the
-// node route for a peer on this node (else of the net route), rail 0; else
-// any of that provider. -1 where `a` has none of that provider.
-inline int routed_entry_for(const routed_address& a, provider_id self) {
-  const auto host_class = a.node == node_id() ? route_class::node : route_class::net;
+// The entry of `a` that a domain of provider `self`, on node `self_node`
+// (node_id()), connects to: of the node route for a peer on this node
+// (else of the net route), rail 0; else any of that provider. -1 where `a`
+// has none of that provider.
+inline int routed_entry_for(const routed_address& a, provider_id self, std::uint64_t self_node) {
+  const auto host_class = a.node == self_node ? route_class::node : route_class::net;
   const auto bit = static_cast<std::uint8_t>(1u << static_cast<unsigned>(host_class));
   int any = -1;
   for (std::size_t j = 0; j < a.subs.size(); ++j) {
