@@ -354,10 +354,12 @@ class routed_endpoint {
   }
   static bool local_on(const operation& o, int sub_index) noexcept {
     const local_slice& l = o.gather.empty() ? o.local : o.gather[0];
-    if (l.descriptor == nullptr) return true;
-    return static_cast<const routed_region_state<Sub>*>(l.descriptor)
-        ->local[static_cast<std::size_t>(sub_index)]
-        .registered;
+    return l.descriptor == nullptr || view_of(l, sub_index).registered;
+  }
+  // What provider domain `sub_index` registered of the routed region `l`
+  // names (l.descriptor is a routed_region_state<Sub>, set by the region).
+  static const routed_local_view& view_of(const local_slice& l, int sub_index) noexcept {
+    return static_cast<const routed_region_state<Sub>*>(l.descriptor)->local[static_cast<std::size_t>(sub_index)];
   }
 
   // The rail an operation posted whole goes on: rail 0 for messages, else
@@ -390,8 +392,7 @@ class routed_endpoint {
   // The provider's local slice for `l` in provider domain `sub_index`;
   // false where that provider has no registration of its memory.
   static bool local_for(const local_slice& l, int sub_index, local_slice& out) noexcept {
-    const auto* region = static_cast<const routed_region_state<Sub>*>(l.descriptor);
-    const routed_local_view& v = region->local[static_cast<std::size_t>(sub_index)];
+    const routed_local_view& v = view_of(l, sub_index);
     if (!v.registered) return false;
     out = l;
     out.descriptor = v.descriptor;
