@@ -103,9 +103,9 @@ class domain_impl {
         return detail::fail(s, "device '" + opts.device + "' (UCX_NET_DEVICES=" + devices->value + ")");
       }
       d->net_devices = devices->value + (devices->why.empty() ? "" : " (" + devices->why + ")");
-      d->device_pci = fabrix::detail::devices_pci_function(fabrix::detail::sysfs_root(), devices->value);
+      d->net_device_list = devices->value;
     } else if (const char* env = std::getenv("UCX_NET_DEVICES"); env != nullptr && std::string_view(env) != "all") {
-      d->device_pci = fabrix::detail::devices_pci_function(fabrix::detail::sysfs_root(), env);
+      d->net_device_list = env;
     }
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
@@ -353,10 +353,14 @@ class domain_impl {
     if (d_->cuda_memory) c.gpu = gpu_path::direct;
     return c;
   }
-  // The one PCI function of the devices UCX_NET_DEVICES names (ours, else
-  // the environment's), resolved at creation; nullopt with UCX's default
-  // (every device).
-  std::optional<std::string> device_pci() const { return d_->device_pci; }
+  // The one PCI function of the devices UCX_NET_DEVICES named at creation
+  // (ours, else the environment's); nullopt with UCX's default (every
+  // device). Read from sysfs on each call, so that creating a domain does
+  // not pay for it.
+  std::optional<std::string> device_pci() const {
+    if (d_->net_device_list.empty()) return std::nullopt;  // UCX's default: every device
+    return fabrix::detail::devices_pci_function(fabrix::detail::sysfs_root(), d_->net_device_list);
+  }
   std::string describe() const {
     return "ucx " + version() + ", UCX_TLS=" + d_->transport +
            (d_->net_devices.empty() ? "" : ", UCX_NET_DEVICES=" + d_->net_devices) +

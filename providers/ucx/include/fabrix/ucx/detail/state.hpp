@@ -252,9 +252,11 @@ struct domain_state {
   // Smaller writes and reads go as checked requests (cma.hpp: by_cma).
   std::uint64_t cma_min_bytes = fabrix::detail::default_cma_min_bytes;
   std::vector<fabrix::detail::board_watch> boards;
-  std::string transport;                  // UCX_TLS in force, for describe()
-  std::string net_devices;                // domain_options::device as UCX_NET_DEVICES, and why, for describe()
-  std::optional<std::string> device_pci;  // domain_impl::device_pci()
+  std::string transport;    // UCX_TLS in force, for describe()
+  std::string net_devices;  // domain_options::device as UCX_NET_DEVICES, and why, for describe()
+  // UCX_NET_DEVICES in force at creation (ours, else the environment's);
+  // empty for UCX's default. domain_impl::device_pci() reads its devices.
+  std::string net_device_list;
   // ucp_context_query lists UCS_MEMORY_TYPE_CUDA: this UCX build (its cuda
   // transports) registers and moves device memory itself. Debian 12's UCX
   // 1.13.1 is built without CUDA, so this is false there.
