@@ -1,6 +1,6 @@
 // fabrix-perf's static binding for the routed domain (bindings.hpp):
 // fabrix::routed<Ps...> over the providers compiled into this fabrix-perf
-// (providers.hpp), each provider domain held by its type, whose route
+// (providers.hpp's with_<name> lists), each provider domain held by its type, whose route
 // --transport (or FABRIX_ROUTE) names, e.g. "node=ucx:tcp". Against the
 // same provider run directly it measures what routing costs per operation;
 // --dispatch any runs routed<> (the providers behind any_provider, as
@@ -15,27 +15,6 @@
 namespace fabrix::perf {
 
 namespace {
-
-#if defined(FABRIX_HAVE_UCX) && FABRIX_HAVE_UCX
-using with_ucx = std::tuple<fabrix::ucx::provider>;
-#else
-using with_ucx = std::tuple<>;
-#endif
-#if defined(FABRIX_HAVE_OFI) && FABRIX_HAVE_OFI && __has_include(<fabrix/ofi.hpp>)
-using with_ofi = std::tuple<fabrix::ofi::provider>;
-#else
-using with_ofi = std::tuple<>;
-#endif
-#if defined(FABRIX_HAVE_VERBS) && FABRIX_HAVE_VERBS && __has_include(<fabrix/verbs.hpp>)
-using with_verbs = std::tuple<fabrix::verbs::provider>;
-#else
-using with_verbs = std::tuple<>;
-#endif
-#if defined(FABRIX_HAVE_CUDA_IPC) && FABRIX_HAVE_CUDA_IPC && __has_include(<fabrix/cuda_ipc.hpp>)
-using with_cuda_ipc = std::tuple<fabrix::cuda_ipc::provider>;
-#else
-using with_cuda_ipc = std::tuple<>;
-#endif
 
 template <class Tuple>
 struct routed_over;
