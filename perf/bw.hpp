@@ -51,6 +51,8 @@ class bw_initiator {
 
   // Runs `count` operations (or until `deadline` when count == 0) and
   // returns the timing of the run. Warmup is a run whose result is dropped.
+  // Fails (exit status 1) when no operation completes for --timeout
+  // seconds while some are outstanding, rather than spinning forever.
   bw_result run(std::uint64_t count, std::chrono::steady_clock::time_point deadline) {
     using clock = std::chrono::steady_clock;
     const tick_clock& tc = ticks();
@@ -68,6 +70,7 @@ class bw_initiator {
     completion cs[64];
     std::uint64_t spin = 0;
     const loop_shape k = shape();
+    stall_watch watch(s_.opts.timeout_s);
     while (!stop || completed < posted) {
       if (!stop && count == 0 && (++spin & 63) == 0 && clock::now() >= deadline) stop = true;
       auto room = [&] { return posted - completed + list <= depth; };  // for one more list
@@ -89,6 +92,7 @@ class bw_initiator {
       const std::size_t got = s_.dom.poll(cs);
       for (std::size_t i = 0; i < got; ++i) signaled_done += on_completion(cs[i], k);
       completed = k.unsignaled ? signaled_done + (finished_now() - finished_base) : signaled_done;
+      watch.check(completed, posted, completed);
       // A flush retires unsignaled operations only where the loop cannot go
       // on without them: it may not post (window full, provider pushed back)
       // or has nothing left to post. Otherwise a later signaled operation
@@ -112,6 +116,7 @@ class bw_initiator {
     while (flushes_ > 0) {
       const std::size_t got = s_.dom.poll(cs);
       for (std::size_t i = 0; i < got; ++i) signaled_done += on_completion(cs[i], k);
+      watch.check(flushes_, posted, completed);
     }
     total_ += completed;
     bw_result r;
@@ -129,6 +134,37 @@ class bw_initiator {
 
  private:
   static constexpr std::uint64_t flush_token = recv_token - 1;
+
+  // Fails the run when `progress` has not moved for `timeout_s` seconds:
+  // the clock is read once every 4096 polls without progress, never on a
+  // poll that made some.
+  class stall_watch {
+   public:
+    explicit stall_watch(int timeout_s) : timeout_(std::chrono::seconds(timeout_s)) {}
+    void check(std::uint64_t progress, std::uint64_t posted, std::uint64_t completed) {
+      if (progress != seen_) {
+        seen_ = progress;
+        idle_polls_ = 0;
+        return;
+      }
+      if ((++idle_polls_ & 4095) != 0) return;
+      const auto now = std::chrono::steady_clock::now();
+      if (idle_polls_ == 4096) {
+        quiet_since_ = now;
+      } else if (now - quiet_since_ > timeout_) {
+        fail("no operation completed for " +
+             std::to_string(std::chrono::duration_cast<std::chrono::seconds>(timeout_).count()) +
+             " s in the bandwidth loop (" + std::to_string(posted) + " posted, " + std::to_string(completed) +
+             " completed; is the peer alive?)");
+      }
+    }
+
+   private:
+    std::chrono::steady_clock::duration timeout_;
+    std::uint64_t seen_ = ~std::uint64_t{0};
+    std::uint64_t idle_polls_ = 0;
+    std::chrono::steady_clock::time_point quiet_since_{};
+  };
 
   // What the loop decides per operation from settings fixed for the run,
   // held in run()'s locals: the library calls in the loop may write any
