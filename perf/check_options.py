@@ -8,9 +8,11 @@ provider that does not allocate refuses with the reason (exit 2); bandwidth
 runs moderate completions as perftest does unless told otherwise.
 usage: check_options.py FABRIX_PERF"""
 import os
-import socket
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare import free_port  # noqa: E402
 
 
 def expect(cmd, code, needle, stream="stderr"):
@@ -71,10 +73,7 @@ def main():
     expect([perf, "--loopback", "somehost"], 2, "give no HOST")
     expect([perf, "hosta", "hostb"], 2, "unexpected argument")
     # Server and client with different sizes refuse each other.
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = str(s.getsockname()[1])
-    s.close()
+    port = str(free_port())
     server = subprocess.Popen([perf, "write", "bw", "-s", "64", "-n", "10", "-p", port, "--timeout", "20"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     client = subprocess.run([perf, "write", "bw", "-s", "128", "-n", "10", "-p", port, "--timeout", "20",

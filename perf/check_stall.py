@@ -6,18 +6,14 @@ whose writes need the target's progress, so that nothing completes after.
 usage: check_stall.py FABRIX_PERF --provider NAME --transport T"""
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare import free_port  # noqa: E402
+
 TIMEOUT_S = 5
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main():
@@ -42,7 +38,7 @@ def main():
             client.kill()
             sys.exit(f"FAIL: the client still ran {TIMEOUT_S * 6} s after its peer stopped (--timeout {TIMEOUT_S})")
         took = time.monotonic() - stopped
-        if client.returncode != 1 or "no operation completed for 5 s in the bandwidth loop" not in err:
+        if client.returncode != 1 or f"no operation completed for {TIMEOUT_S} s in the bandwidth loop" not in err:
             sys.exit(f"FAIL: exit {client.returncode}, expected 1 with the stall message\n{out}{err}")
         print(f"OK: failed {took:.1f} s after its peer stopped: {err.strip()}")
     finally:
