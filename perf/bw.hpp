@@ -20,6 +20,7 @@
 
 #include "clock.hpp"
 #include "control.hpp"
+#include "heartbeat.hpp"
 #include "session.hpp"
 #include "stats.hpp"
 #include "target.hpp"
@@ -72,7 +73,10 @@ class bw_initiator {
     const loop_shape k = shape();
     stall_watch watch(s_.opts.timeout_s);
     while (!stop || completed < posted) {
-      if (!stop && count == 0 && (++spin & 63) == 0 && clock::now() >= deadline) stop = true;
+      if ((++spin & 63) == 0) {
+        if (!stop && count == 0 && clock::now() >= deadline) stop = true;
+        if ((spin & 255) == 0) beat_.tick(tc.now());
+      }
       auto room = [&] { return posted - completed + list <= depth; };  // for one more list
       bool pushed_back = false;
       while (!stop && room()) {
@@ -110,13 +114,13 @@ class bw_initiator {
       }
     }
     const double secs = tc.seconds(tc.now() - t0);
-    // A retiring flush may still be in flight (the operations it covers were
-    // counted before it completed): it ends here, untimed, so that no flush
-    // completion of this run reaches the caller's own flushes.
-    while (flushes_ > 0) {
+    // A retiring flush or a heartbeat may still be in flight (the operations
+    // a flush covers were counted before it completed): they end here,
+    // untimed, so that none of their completions reaches another poller.
+    while (flushes_ > 0 || beat_.in_flight()) {
       const std::size_t got = s_.dom.poll(cs);
       for (std::size_t i = 0; i < got; ++i) signaled_done += on_completion(cs[i], k);
-      watch.check(flushes_, posted, completed);
+      watch.check(2 * flushes_ + (beat_.in_flight() ? 1 : 0), posted, completed);  // falls with each
     }
     total_ += completed;
     bw_result r;
@@ -202,6 +206,8 @@ class bw_initiator {
         unknown_token(c.token);
       --signaled_out_;
       return 1;
+    } else if (beat_.on(c)) {
+      // the heartbeat's own: nothing else to do
     } else if (k.target != nullptr) {
       k.target->on(c);
     } else {
@@ -338,6 +344,7 @@ class bw_initiator {
   std::uint64_t next_signal_ = cq_mod_;  // the op_seq_ of the next signaled one
   std::uint64_t signaled_out_ = 0;       // signaled operations in flight
   std::uint64_t flushes_ = 0;            // retire_unsignaled() flushes in flight
+  heartbeat<P> beat_{s_};                // keeps the waiting peer from giving up on a long run
 };
 
 }  // namespace fabrix::perf

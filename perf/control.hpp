@@ -8,7 +8,9 @@
 // overwrite one not yet read): the payload is written and flushed first, then
 // its 8-byte sequence number, which the receiver polls for. While waiting,
 // every completion that is not the channel's own goes to `on_other` (a
-// target counting notifications or receives, for instance).
+// target counting notifications or receives, for instance). The wait gives
+// up after --timeout without the message, unless the peer's heartbeat word
+// moved meanwhile (heartbeat.hpp): then it waits another --timeout.
 #pragma once
 
 #include "failure.hpp"
@@ -73,7 +75,8 @@ class control_channel {
     const std::size_t inbox_offset = (want & 1) * 64;
     const std::byte* inbox = s_.control_mem.host() + inbox_offset;
     bool written = false;
-    const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    auto deadline = std::chrono::steady_clock::now() + timeout_;
+    std::uint64_t beat = peer_heartbeat();
     const bool may_sleep = !s_.dom.caps().needs_target_progress;
     for (std::uint64_t spin = 0;; ++spin) {
       written |= drain(on_other, control_token | 3);
@@ -89,9 +92,15 @@ class control_channel {
       // soft-RoCE, the kernel doing the NIC's work. Completions (receives,
       // notifications) still wake it; a control message waits <= 1 ms.
       if (may_sleep && written && spin >= 1024) (void)s_.dom.wait(std::chrono::milliseconds(1));
-      if ((spin & 1023) == 0 && std::chrono::steady_clock::now() > deadline)
-        fail("the peer sent nothing for " + std::to_string(s_.opts.timeout_s) + " s (control message " +
-             std::to_string(want) + ")");
+      if ((spin & 1023) == 0 && std::chrono::steady_clock::now() > deadline) {
+        // A peer still in a long loop says so with heartbeats (heartbeat.hpp).
+        const std::uint64_t now_beat = peer_heartbeat();
+        if (now_beat == beat)
+          fail("the peer sent nothing for " + std::to_string(s_.opts.timeout_s) + " s (control message " +
+               std::to_string(want) + ")");
+        beat = now_beat;
+        deadline = std::chrono::steady_clock::now() + timeout_;
+      }
     }
     received_ = want;
     if (!s_.control_mem.pull(inbox_offset, 64)) fail("copy a control message from the device");
@@ -126,6 +135,13 @@ class control_channel {
         fail("a control message could not be posted for " + std::to_string(s_.opts.timeout_s) +
              " s (the provider kept answering `again`)");
     }
+  }
+  // The peer's heartbeat counter, as it last wrote it.
+  std::uint64_t peer_heartbeat() {
+    if (!s_.control_mem.pull(heartbeat_inbox, 8)) fail("copy the heartbeat word from the device");
+    return std::atomic_ref<const std::uint64_t>(
+               *reinterpret_cast<const std::uint64_t*>(s_.control_mem.host() + heartbeat_inbox))
+        .load(std::memory_order_relaxed);
   }
   // Polls once; returns true when `token` completed in this batch.
   template <class OnOther>

@@ -16,6 +16,7 @@
 #include "bw.hpp"
 #include "clock.hpp"
 #include "control.hpp"
+#include "heartbeat.hpp"
 #include "pattern.hpp"
 #include "session.hpp"
 
@@ -66,10 +67,12 @@ class lat_loop {
       one(i);
       const std::uint64_t after = tc.now();
       if (i >= warmup) samples.push_back(tc.seconds(after - before) * scale);
+      if (!pingpong) beat_.tick(after);  // the server only waits; a ping-pong's answers it
       before = after;
       last_ = i;
     }
     if (pingpong) send_stop();
+    wait_heartbeat();
     return samples;
   }
 
@@ -203,12 +206,24 @@ class lat_loop {
     }
   }
 
+  // The last heartbeat's completion, before another poller could see it.
+  void wait_heartbeat() {
+    std::uint64_t spin = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(s_.opts.timeout_s);
+    while (beat_.in_flight()) {
+      poll_once();
+      if ((++spin & 4095) == 0 && std::chrono::steady_clock::now() > deadline)
+        fail("a heartbeat did not complete in " + std::to_string(s_.opts.timeout_s) + " s");
+    }
+  }
+
   void poll_once() {
     const std::size_t n = s_.dom.poll(cs_);
     for (std::size_t k = 0; k < n; ++k) handle(cs_[k]);
   }
 
   void handle(const completion& c) {
+    if (beat_.on(c)) return;
     expect_ok(c, "latency loop");
     switch (c.op) {
       case opcode::remote_write_imm:
@@ -245,6 +260,7 @@ class lat_loop {
   bool arrived_ = false;
   bool stopped_ = false;
   std::vector<completion> early_;
+  heartbeat<P> beat_{s_};
 };
 
 }  // namespace fabrix::perf

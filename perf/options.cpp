@@ -169,7 +169,9 @@ MODE   bw | lat (default: both)
                           any: fabrix::any_provider (virtual calls)
   -p, --port PORT         bootstrap port of the server (default 18515)
       --loopback          run server and client here
-      --timeout SECONDS   give up on a silent peer after this long (default 60)
+      --timeout SECONDS   give up on a silent peer after this long (default 60;
+                          a run may last longer: the initiator's heartbeats
+                          show it is alive)
       --list-providers    print the providers compiled in, best first, and exit
   -h, --help
 

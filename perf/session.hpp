@@ -25,7 +25,12 @@
 
 namespace fabrix::perf {
 
-inline constexpr std::uint64_t control_bytes = 256;
+// The control region: two 64-byte inbox slots (0, 64) and two staging slots
+// (128, 192) of control.hpp's messages; the heartbeat word the peer writes
+// (256) and this side's heartbeat source word (264) of heartbeat.hpp.
+inline constexpr std::uint64_t control_bytes = 320;
+inline constexpr std::uint64_t heartbeat_inbox = 256;
+inline constexpr std::uint64_t heartbeat_source = 264;
 
 template <provider P>
 struct session {
