@@ -32,6 +32,14 @@ using fabrix::status;
 
 namespace {
 constexpr std::size_t slot_bytes = 64 * 1024;
+// This run's routes: FABRIX_TEST_TRANSPORT, else the default ones: node =
+// ucx; net = the best network provider that opens here (verbs on a host
+// with an RDMA device, where this program has it; else ucx).
+std::string run_routes() {
+  const char* text = std::getenv("FABRIX_TEST_TRANSPORT");
+  if (text != nullptr && *text != '\0') return text;
+  return fabrix::open("verbs") ? "node=ucx net=verbs" : "node=ucx net=ucx";
+}
 std::uint64_t seed_of(int writer, int target) { return 7000 + static_cast<std::uint64_t>(writer * 16 + target); }
 }  // namespace
 
@@ -50,10 +58,8 @@ TEST_CASE_TEMPLATE("conformance: routed: each peer over its node's route, every 
 
     // Every provider domain registered the memory: one entry each, the
     // node route's first, then the net route's rails (none more where the
-    // net route is the node route's domain). No route: the default routes,
-    // which in this program (ucx and ofi, no verbs) are ucx for both.
-    const char* text = std::getenv("FABRIX_TEST_TRANSPORT");
-    const auto routes = fxt::must(fabrix::route_config::parse(text && *text ? text : "node=ucx net=ucx"), "the route");
+    // net route is the node route's domain).
+    const auto routes = fxt::must(fabrix::route_config::parse(run_routes()), "the route");
     const auto& node = *routes[fabrix::route_class::node];
     const auto& net = *routes[fabrix::route_class::net];
     std::vector<fabrix::provider_id> entries(std::max<std::size_t>(node.devices.size(), 1),
@@ -192,8 +198,7 @@ void reach_the_other(int rank, fabrix::bootstrap& boot, fabrix::domain<P> dom, f
 // routed domain's provider domain of its provider, the routed one adopting
 // the plain one's remote_buffers. Rank 1 is on the other node.
 TEST_CASE("conformance: routed: a routed domain and one provider's domain reach each other") {
-  const char* text = std::getenv("FABRIX_TEST_TRANSPORT");
-  const auto routes = fxt::must(fabrix::route_config::parse(text && *text ? text : "node=ucx net=ucx"), "the route");
+  const auto routes = fxt::must(fabrix::route_config::parse(run_routes()), "the route");
   const auto& net = *routes[fabrix::route_class::net];
   if (net.provider != "ucx" || !net.devices.empty()) return;  // what this program's plain side is
   fxt::run_ranks(2, [&net](int rank, fabrix::bootstrap& boot) {
@@ -208,7 +213,8 @@ TEST_CASE("conformance: routed: a routed domain and one provider's domain reach 
   });
 }
 
-// A static routed<Ps...> (the suite's static provider: routed<ucx, ofi>)
+// A static routed<Ps...> (the suite's static provider: routed<ucx, ofi>,
+// verbs first where built)
 // and a routed<> (open("auto")'s) are one provider on the wire: with the
 // same routes they connect, and each writes into the other's memory by its
 // remote_buffer and through an imported key. Rank 1 is on the other node.

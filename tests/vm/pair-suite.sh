@@ -19,16 +19,19 @@
 # timeouts), which would otherwise outlast the bootstrap's 30 s connect
 # timeout and fail the next job too. Every job runs even after a failure.
 # A job that exits 0 but received fewer than 1000 packets on rxe0 (its
-# hw_counters) fails: its bytes did not cross the link. Exit: the first
-# failing job's status.
+# hw_counters) fails: its bytes did not cross the link. With two links
+# (vm-pair.sh --rails 2) that holds for rxe1 too: a job there is one over
+# both rails. Exit: the first failing job's status.
 set -u
 [ -n "${FABRIX_VM_NODE:-}" ] || { echo "pair-suite: not in a linked VM (vm-pair.sh)"; exit 2; }
 
 status=0
 root=10.77.1.1  # node 1's link address: the bootstrap root and the gates listen there
 port=29500
-counter=/sys/class/infiniband/rxe0/ports/1/hw_counters/rcvd_pkts
-received() { cat "$counter" 2>/dev/null || echo 0; }
+devices=${FABRIX_VM_RDMA_DEVICES:-rxe0}
+received() {  # DEV: packets DEV received so far
+  cat "/sys/class/infiniband/$1/ports/1/hw_counters/rcvd_pkts" 2>/dev/null || echo 0
+}
 gate_limit=300  # s a node waits at a gate for the other
 # Returns once the other node reached the same gate (0), or 1 after gate_limit.
 gate() {
@@ -66,16 +69,21 @@ while (($#)); do
   fi
   echo "=== $name: rank $((FABRIX_VM_NODE - 1)) of 2 on $(hostname) ($FABRIX_VM_IPV4), root $root:$port"
   start=$SECONDS
-  before=$(received)
+  declare -A before=()
+  for d in $devices; do before[$d]=$(received "$d"); done
   env "${job_env[@]}" FABRIX_TEST_BOOTSTRAP=launcher FABRIX_RANK=$((FABRIX_VM_NODE - 1)) FABRIX_SIZE=2 \
     FABRIX_BOOTSTRAP=$root:$port FABRIX_JOB_TOKEN="vm-pair-$name-$port" "$bin" --no-colors "${job_args[@]}"
   rc=$?
-  got=$(($(received) - before))
-  if [ "$rc" -eq 0 ] && [ -f "$counter" ] && [ "$got" -lt 1000 ]; then
-    echo "=== $name: only $got packets arrived on rxe0: the job did not run across the link"
-    rc=1
-  fi
-  echo "=== $name: exit $rc after $((SECONDS - start)) s, $got packets received on rxe0"
+  got=""
+  for d in $devices; do
+    n=$(($(received "$d") - before[$d]))
+    got+="${got:+, }$n on $d"
+    if [ "$rc" -eq 0 ] && [ -f "/sys/class/infiniband/$d/ports/1/hw_counters/rcvd_pkts" ] && [ "$n" -lt 1000 ]; then
+      echo "=== $name: only $n packets arrived on $d: the job did not run across that link"
+      rc=1
+    fi
+  done
+  echo "=== $name: exit $rc after $((SECONDS - start)) s, packets received: $got"
   if [ "$status" -eq 0 ] && [ "$rc" -ne 0 ]; then status=$rc; fi
 done
 exit "$status"

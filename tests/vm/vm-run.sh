@@ -25,7 +25,8 @@
 #                 instead of on the veth pair; needs --link
 #   --link listen:PATH | connect:PATH
 #                 that NIC's cable, a unix stream socket: the listening VM
-#                 makes PATH, the other connects to it once it exists
+#                 makes PATH, the other connects to it once it exists. Given
+#                 twice, a second NIC (rail 2): 10.77.2.N/24 and rxe1 on it
 #
 # The command runs in the caller's working directory with the caller's
 # environment (minus TMPDIR), as root, with `ulimit -l unlimited`, and with
@@ -48,7 +49,7 @@ rw_dirs=()
 show_console=0
 strict=0
 node=""
-link=""
+links=()
 
 usage() {
   awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}" >&2
@@ -65,15 +66,18 @@ while (($#)); do
     --console) show_console=1; shift ;;
     --strict) strict=1; shift ;;
     --node) node=$2; shift 2 ;;
-    --link) link=$2; shift 2 ;;
+    --link) links+=("$2"); shift 2 ;;
     --) shift; break ;;
     *) usage ;;
   esac
 done
 (($#)) || usage
 case $node in "" | 1 | 2) ;; *) usage ;; esac
-case $link in "" | listen:/* | connect:/*) ;; *) usage ;; esac
-{ [ -n "$node" ] && [ -n "$link" ]; } || { [ -z "$node" ] && [ -z "$link" ]; } || usage
+for l in "${links[@]}"; do
+  case $l in listen:/* | connect:/*) ;; *) usage ;; esac
+done
+((${#links[@]} <= 2)) || usage
+{ [ -n "$node" ] && ((${#links[@]})); } || { [ -z "$node" ] && ((${#links[@]} == 0)); } || usage
 
 skip() { echo "vm-run: skipped: $*" >&2; exit 77; }
 die() { echo "vm-run: error: $*" >&2; exit 125; }
@@ -212,14 +216,18 @@ for d in "${rw_dirs[@]}"; do
   i=$((i + 1))
 done
 
+# Rail R's NIC has the MAC 52:54:00:77:0R:0N: guest-setup.sh finds it by that.
 nic=(-nic none)
-if [ -n "$link" ]; then
-  path=${link#*:}
+((${#links[@]} == 0)) || nic=()
+rail=0
+for l in "${links[@]}"; do
+  rail=$((rail + 1))
+  path=${l#*:}
   server=off
-  [ "${link%%:*}" = connect ] || server=on
-  nic=(-netdev "stream,id=link,server=$server,addr.type=unix,addr.path=$path"
-    -device "virtio-net-pci,netdev=link,mac=52:54:00:77:01:0$node")
-fi
+  [ "${l%%:*}" = connect ] || server=on
+  nic+=(-netdev "stream,id=link$rail,server=$server,addr.type=unix,addr.path=$path"
+    -device "virtio-net-pci,netdev=link$rail,mac=52:54:00:77:0$rail:0$node")
+done
 
 cpu=max
 [ "$accel" = tcg ] || cpu=host
