@@ -14,7 +14,7 @@
 // per departed client); the server keeps serving throughout (it polls and
 // never sees an error). Prints what it measured.
 //
-//   fabrix-churn --provider ucx|ofi [--transport T] [--clients 100]
+//   fabrix-churn --provider ucx|ofi|verbs [--transport T] [--clients 100]
 //                [--cycles 10] [--parallel 8] [--kill-every 10]
 #include <fabrix/fabrix.hpp>
 #ifdef FABRIX_HAVE_UCX
@@ -22,6 +22,9 @@
 #endif
 #ifdef FABRIX_HAVE_OFI
 #include <fabrix/ofi.hpp>
+#endif
+#ifdef FABRIX_HAVE_VERBS
+#include <fabrix/verbs.hpp>
 #endif
 
 #include "process_usage.hpp"

@@ -15,7 +15,7 @@
 // clients hold their patterns at the end; the listener refused no client
 // that had the token. Prints what it measured.
 //
-//   fabrix-listen --provider ucx|ofi [--transport T] [--clients 24]
+//   fabrix-listen --provider ucx|ofi|verbs [--transport T] [--clients 24]
 //                 [--parallel 6] [--kill-every 6]
 #include <fabrix/fabrix.hpp>
 #ifdef FABRIX_HAVE_UCX
@@ -23,6 +23,9 @@
 #endif
 #ifdef FABRIX_HAVE_OFI
 #include <fabrix/ofi.hpp>
+#endif
+#ifdef FABRIX_HAVE_VERBS
+#include <fabrix/verbs.hpp>
 #endif
 
 #include <signal.h>
