@@ -9,12 +9,12 @@ wait for the client's next control message; the client's heartbeats
      few --timeout, instead of waiting for ever.
 usage: check_heartbeat.py FABRIX_PERF --provider NAME [--transport T]"""
 import os
-import signal
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from check_stall import stop_mid_run  # noqa: E402
 from compare import free_port  # noqa: E402
 
 TIMEOUT_S = 2
@@ -43,32 +43,11 @@ def long_run(perf, provider_args, test):
 
 
 def stopped_client(perf, provider_args):
-    opts = command(perf, provider_args, ["write", "bw", "-s", "65536", "-D", "60"])
-    server = subprocess.Popen(opts, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    client = None
-    try:
-        time.sleep(0.5)
-        client = subprocess.Popen(opts + ["127.0.0.1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(3)  # set-up done, the bandwidth loop running
-        if client.poll() is not None or server.poll() is not None:
-            sys.exit(f"FAIL: a side ended before the client stopped (client {client.returncode}, "
-                     f"server {server.returncode})\n{server.stderr.read()}")
-        os.kill(client.pid, signal.SIGSTOP)
-        stopped = time.monotonic()
-        try:
-            _, err = server.communicate(timeout=TIMEOUT_S * 6)
-        except subprocess.TimeoutExpired:
-            sys.exit(f"FAIL: the server still waited {TIMEOUT_S * 6} s after its client stopped "
-                     f"(--timeout {TIMEOUT_S})")
-        took = time.monotonic() - stopped
-        if server.returncode != 1 or f"the peer sent nothing for {TIMEOUT_S} s" not in err:
-            sys.exit(f"FAIL: server exit {server.returncode}, expected 1 with the silent-peer message\n{err}")
-        print(f"OK: the server failed {took:.1f} s after its client stopped: {err.strip()}")
-    finally:
-        for p in (client, server):
-            if p is not None:
-                p.kill()
-                p.wait()
+    rc, err, took = stop_mid_run(perf, provider_args, TIMEOUT_S, "client",
+                                 ["write", "bw", "-s", "65536", "-D", "60"])
+    if rc != 1 or f"the peer sent nothing for {TIMEOUT_S} s" not in err:
+        sys.exit(f"FAIL: server exit {rc}, expected 1 with the silent-peer message\n{err}")
+    print(f"OK: the server failed {took:.1f} s after its client stopped: {err.strip()}")
 
 
 def main():
