@@ -8,10 +8,19 @@
 
 #include <fabrix/ofi.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <span>
 
 namespace fxt {
+
+// How long past the provider's op_timeout an initiator waits for the error
+// completion of a forged operation: a bound on a hang, not a timing claim.
+// The answer comes at once, or with the op_timeout sweep, which runs from
+// polls; a loaded machine running a sanitizer build makes polls slow enough
+// that 2 s was once too short (ofi-keys-shm under ASan: no completion in
+// op_timeout + 2 s, on a 2-core machine during the rehearsal).
+inline constexpr std::chrono::seconds answer_margin{15};
 
 // `rb` (from the peer whose address blob is `owner_address`) resealed to
 // claim `length` bytes.

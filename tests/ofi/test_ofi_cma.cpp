@@ -121,11 +121,12 @@ TEST_CASE("ofi shm: a forged, correctly sealed buffer that claims more than the 
       const fabrix::remote_buffer forged = fxt::reseal_longer(peers[1], blobs[1], region_size + guard);
       std::memset(local.data(), 0x42, local.size());
       FX_CHECK_STATUS(qps[1].write(ml.slice(0, 64), forged.slice(region_size, 64), 7), status::ok);
-      const auto c =
-          fxt::await_token(dom, 7, fabrix::detail::provider_impl(dom).op_timeout() + std::chrono::seconds(2));
+      const auto c = fxt::await_token(dom, 7, fabrix::detail::provider_impl(dom).op_timeout() + fxt::answer_margin);
       FX_CHECK(c.has_value());
-      FX_CHECK(fabrix::is_error(c->status));
-      FX_CHECK(c->bytes == 0);
+      if (c) {
+        FX_CHECK(fabrix::is_error(c->status));
+        FX_CHECK(c->bytes == 0);
+      }
       FX_CHECK(fabrix::detail::provider_impl(dom).cma_operations() == 0);
     } else {
       fxt::serve_for(dom, fabrix::detail::provider_impl(dom).op_timeout() +

@@ -60,8 +60,7 @@ void run_case(bad_target what) {
                       status::ok);
       const bool shm = fabrix::detail::provider_impl(dom).provider_name() == "shm";
       // The provider's own answer comes at once; the timeout within one sweep of it.
-      const auto c =
-          fxt::await_token(dom, 7, fabrix::detail::provider_impl(dom).op_timeout() + std::chrono::seconds(2));
+      const auto c = fxt::await_token(dom, 7, fabrix::detail::provider_impl(dom).op_timeout() + fxt::answer_margin);
       FX_CHECK(c.has_value());  // never silence: an error completion within the bound
       if (c) {
         std::printf("rejected with %s (native %d): %s\n", std::string(fabrix::to_string(c->status)).c_str(),
@@ -129,8 +128,7 @@ TEST_CASE("ofi: a read past the end through a forged, correctly sealed remote_bu
     if (rank == 0) {
       const fabrix::remote_buffer forged = fxt::reseal_longer(peers[1], blobs[1], region_size + guard);
       FX_CHECK_STATUS(qps[1].read(md.slice(0, 64), forged.slice(region_size, 64), 7), status::ok);
-      const auto c =
-          fxt::await_token(dom, 7, fabrix::detail::provider_impl(dom).op_timeout() + std::chrono::seconds(2));
+      const auto c = fxt::await_token(dom, 7, fabrix::detail::provider_impl(dom).op_timeout() + fxt::answer_margin);
       FX_CHECK(c.has_value());
       if (c) {
         std::printf("forged read: %s (native %d): %s\n", std::string(fabrix::to_string(c->status)).c_str(),
