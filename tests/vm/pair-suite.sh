@@ -29,9 +29,8 @@ status=0
 root=10.77.1.1  # node 1's link address: the bootstrap root and the gates listen there
 port=29500
 devices=${FABRIX_VM_RDMA_DEVICES:-rxe0}
-received() {  # DEV: packets DEV received so far
-  cat "/sys/class/infiniband/$1/ports/1/hw_counters/rcvd_pkts" 2>/dev/null || echo 0
-}
+counter() { echo "/sys/class/infiniband/$1/ports/1/hw_counters/rcvd_pkts"; }  # DEV: its received-packets counter
+received() { cat "$(counter "$1")" 2>/dev/null || echo 0; }                      # DEV: packets DEV received so far
 gate_limit=300  # s a node waits at a gate for the other
 # Returns once the other node reached the same gate (0), or 1 after gate_limit.
 gate() {
@@ -78,7 +77,7 @@ while (($#)); do
   for d in $devices; do
     n=$(($(received "$d") - before[$d]))
     got+="${got:+, }$n on $d"
-    if [ "$rc" -eq 0 ] && [ -f "/sys/class/infiniband/$d/ports/1/hw_counters/rcvd_pkts" ] && [ "$n" -lt 1000 ]; then
+    if [ "$rc" -eq 0 ] && [ -f "$(counter "$d")" ] && [ "$n" -lt 1000 ]; then
       echo "=== $name: only $n packets arrived on $d: the job did not run across that link"
       rc=1
     fi
