@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, checks formatting, builds with
-# warnings as errors, runs every suite (unit, conformance per provider and
-# transport, examples, consume, fuzz), runs the unit, conformance and fuzz
-# suites again under ASan+UBSan, the conformance suites over tcp, the staged
-# adapter and the threaded unit tests under TSan, then the fuzz targets under
-# libFuzzer.
+# warnings as errors and runs every suite (unit, conformance per provider and
+# transport, examples, consume, fuzz, the VMs), each test once: the unit,
+# fuzz and host-provider suites under ASan+UBSan, everything else in the
+# main build (tools/ci_plan.py splits them); then the conformance suites over
+# tcp, the staged adapter and the threaded unit tests under TSan, then the
+# fuzz targets under libFuzzer.
 # Ends with the failed tests (each with the end of its output), then one
 # line "N passed, N failed, N skipped".
 set -euo pipefail
@@ -55,32 +56,6 @@ PY
 git ls-files '*.cpp' '*.hpp' | xargs clang-format --dry-run --Werror
 echo "clang-format: clean"
 
-phase "build"
-rm -rf build-ci build-ci-asan build-ci-tsan
-# -g1 (line tables: stacks still name file and line) compiles the templated
-# tests about 30% faster than -g; a debugger session rebuilds with -g.
-meson setup build-ci -Dwerror=true -Dbuildtype=debugoptimized -Dcpp_args=-g1 >/dev/null
-ninja -C build-ci -j "$jobs"
-status=0
-phase "tests"
-meson test -C build-ci --print-errorlogs --num-processes "$jobs" || status=1
-
-# The executables behind the tests of the given suites (ninja targets,
-# relative to the build dir), so a sanitizer build compiles only what it runs.
-# Suites after a "--" are left out (meson test's --no-suite).
-targets_for_suites() {
-  meson introspect --tests "$1" | python3 -c '
-import json, os, sys
-build, args = os.path.realpath(sys.argv[1]), sys.argv[2:]
-cut = args.index("--") if "--" in args else len(args)
-suites, excluded = set(args[:cut]), set(args[cut + 1:])
-for t in json.load(sys.stdin):
-    exe = os.path.realpath(t["cmd"][0])
-    names = {s.split(":", 1)[-1] for s in t["suite"]}
-    if suites & names and not excluded & names and exe.startswith(build + "/"):
-        print(os.path.relpath(exe, build))' "$1" "${@:2}" | sort -u
-}
-
 # The sanitizer runs cover the code that runs on this machine: the unit and
 # fuzz suites, and every provider with a real transport here (UCX and
 # libfabric: conformance, collectives and the libfabric key test), and the
@@ -101,6 +76,17 @@ suite_args=()
 for s in "${sanitized_suites[@]}"; do suite_args+=(--suite "$s"); done
 for s in "${sanitized_excluded[@]}"; do suite_args+=(--no-suite "$s"); done
 
+# Each test is compiled and run once, in the strongest build that can run it
+# (tools/ci_plan.py): the tests of the sanitized suites in the ASan+UBSan
+# build (-O1 and -Werror as here), everything else, and every library, tool,
+# example and installed file, in the main build. The main build is -O1 too:
+# -O2 compiled its templated tests about 45% slower (gcc 12), and the ASan
+# and TSan builds already check at -O1 what -O2 would check of the tests.
+phase "build"
+rm -rf build-ci build-ci-asan build-ci-tsan
+# -g1 (line tables: stacks still name file and line) compiles the templated
+# tests about 30% faster than -g; a debugger session rebuilds with -g.
+meson setup build-ci -Dwerror=true -Doptimization=1 -Ddebug=true -Dcpp_args=-g1 >/dev/null
 # Both sanitizer builds are -O1 (what the ASan and TSan manuals advise):
 # gcc compiles the templated tests at -O2 with ASan+UBSan at half the speed,
 # which cost CI about four minutes. UBSan's null and alignment checks
@@ -109,11 +95,20 @@ for s in "${sanitized_excluded[@]}"; do suite_args+=(--no-suite "$s"); done
 # does not fault on misaligned loads, and the wire decoders (where alignment
 # matters) keep every UBSan check under libFuzzer (tools/fuzz.sh). vptr needs
 # RTTI checks fabrix has no use for.
-phase "ASan+UBSan build and tests"
 meson setup build-ci-asan -Dwerror=true -Doptimization=1 -Dcpp_args='-g1 -fno-sanitize=null,alignment,vptr' \
   -Db_sanitize=address,undefined -Db_lundef=false -Dcuda=disabled \
   -Dexamples=disabled -Dperf=disabled >/dev/null
-mapfile -t asan_targets < <(targets_for_suites build-ci-asan "${sanitized_suites[@]}" -- "${sanitized_excluded[@]}")
+python3 tools/ci_plan.py covered build-ci-asan "${sanitized_suites[@]}" -- "${sanitized_excluded[@]}" \
+  > build-ci/asan-covered.txt
+mapfile -t main_targets < <(python3 tools/ci_plan.py rest-targets build-ci build-ci/asan-covered.txt)
+mapfile -t main_tests < <(python3 tools/ci_plan.py rest-tests build-ci build-ci/asan-covered.txt)
+ninja -C build-ci -j "$jobs" "${main_targets[@]}"
+status=0
+phase "tests"
+meson test -C build-ci --no-rebuild --print-errorlogs --num-processes "$jobs" "${main_tests[@]}" || status=1
+
+phase "ASan+UBSan build and tests"
+mapfile -t asan_targets < <(python3 tools/ci_plan.py targets build-ci-asan "${sanitized_suites[@]}" -- "${sanitized_excluded[@]}")
 ninja -C build-ci-asan -j "$jobs" "${asan_targets[@]}"
 asan_run() {
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
@@ -153,7 +148,7 @@ tsan_excluded=(collectives)
 phase "TSan build and tests"
 meson setup build-ci-tsan -Dwerror=true -Doptimization=1 -Dcpp_args='-g1 -Wno-maybe-uninitialized' -Db_sanitize=thread \
   -Db_lundef=false -Dcuda=disabled -Dexamples=disabled -Dperf=disabled >/dev/null
-mapfile -t tsan_targets < <(targets_for_suites build-ci-tsan "${tsan_suites[@]}" -- "${tsan_excluded[@]}")
+mapfile -t tsan_targets < <(python3 tools/ci_plan.py targets build-ci-tsan "${tsan_suites[@]}" -- "${tsan_excluded[@]}")
 ninja -C build-ci-tsan -j "$jobs" "${tsan_targets[@]}"
 tsan_args=()
 for s in "${tsan_suites[@]}"; do tsan_args+=(--suite "$s"); done
