@@ -2,8 +2,12 @@
 //
 // Contracts:
 // - The socket binds and connects to 127.0.0.1 only. It carries setup
-//   (options, addresses, keys) and the untimed step handshakes; nothing on
-//   it is inside a timed loop. Blocking receives give up after --timeout.
+//   (options, addresses, keys) and the untimed step handshakes, and from
+//   inside a bandwidth loop only the client's heartbeat: 8 bytes at most
+//   every quarter of --timeout (1 s at most), as fabrix-perf's loop writes
+//   its heartbeat word (perf/heartbeat.hpp). Blocking receives give up after
+//   --timeout; the target's wait for the end of a loop gives up after
+//   --timeout without a heartbeat, so a loop may run longer than that.
 // - run_sides() runs the server, the client, or both (--loopback forks the
 //   server before any library is initialised) and returns the exit status:
 //   a failure's own (1 run-time, 2 usage), the client's before the server's.
@@ -19,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <thread>
@@ -36,6 +41,23 @@ class deadline {
  private:
   std::chrono::steady_clock::time_point end_;
   std::uint64_t spin_ = 0;
+};
+
+// When the next heartbeat is due: every quarter of --timeout, 1 s at most.
+class beat_timer {
+ public:
+  explicit beat_timer(int timeout_s)
+      : every_(std::min(1000, 250 * timeout_s)), next_(std::chrono::steady_clock::now() + every_) {}
+  bool due() noexcept {
+    const auto now = std::chrono::steady_clock::now();
+    if (now < next_) return false;
+    next_ = now + every_;
+    return true;
+  }
+
+ private:
+  std::chrono::milliseconds every_;
+  std::chrono::steady_clock::time_point next_;
 };
 
 // The setup and handshake socket to the peer, on 127.0.0.1.
@@ -135,18 +157,22 @@ class channel {
   }
   // Receives one u64 while calling `progress()` between looks, so a provider
   // that needs this side's progress (UCX over tcp, libfabric shm) keeps going.
+  // Heartbeats (beat()) are consumed and restart the wait.
   template <class Progress>
   std::uint64_t recv_progressing(Progress&& progress, int timeout_s) {
     deadline until(timeout_s);
     for (std::uint64_t spin = 1;; ++spin) {
       progress();
-      if ((spin & 63) == 0 && readable()) break;
+      if ((spin & 63) == 0 && readable()) {
+        const std::uint64_t v = recv_u64();
+        if (v != heartbeat_word) return v;
+        until = deadline(timeout_s);
+      }
       if (until.passed()) fail("no word from the peer for " + std::to_string(timeout_s) + " s");
     }
-    std::uint64_t v = 0;
-    recv(&v, sizeof v);
-    return v;
   }
+  // The client is alive and inside its loop (never a value a step sends).
+  void beat() { send_u64(heartbeat_word); }
   void send_u64(std::uint64_t v) { send(&v, sizeof v); }
   std::uint64_t recv_u64() {
     std::uint64_t v = 0;
@@ -166,6 +192,7 @@ class channel {
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     return a;
   }
+  static constexpr std::uint64_t heartbeat_word = ~std::uint64_t{0};
   int fd_ = -1;
 };
 

@@ -2,7 +2,10 @@
 """Meson test (suite perf): raw_ofi / raw_ucx run every test at two sizes on
 each local transport, check every byte they move (exit 0), and print one
 JSON line per measurement with fabrix-perf's result keys. Timings are not
-judged. usage: check_raw.py TOOL [TOOL...]  (raw_ofi and/or raw_ucx paths)"""
+judged. Then one bandwidth run of the first TOOL longer than twice its
+--timeout must succeed: the client's heartbeats on the setup socket keep the
+target waiting, and the loop's own stall watch counts completions, not the
+run's length. usage: check_raw.py TOOL [TOOL...]  (raw_ofi and/or raw_ucx)"""
 import json
 import os
 import subprocess
@@ -32,6 +35,31 @@ def run(cmd, env):
     print(f"ok: {' '.join(cmd)} ({len(rows)} rows)")
 
 
+def long_loop(tool, env):
+    timeout_s = 1
+    if os.path.basename(tool) == "raw_ofi":
+        transport = ["--provider", "tcp;ofi_rxm"]
+    else:
+        transport, env = [], dict(env, UCX_TLS="tcp", UCX_WARN_UNUSED_ENV_VARS="n")
+    iters = 20000
+    for attempt in range(4):  # more iterations until the shorter loop lasts 2 * timeout_s
+        cmd = [tool, "--loopback"] + transport + ["--tests", "write:bw,read:bw", "-s", "65536", "-n", str(iters),
+                                                  "--timeout", str(timeout_s)]
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+        if p.returncode != 0:
+            sys.exit(f"FAIL: {' '.join(cmd)} exited {p.returncode}\n{p.stderr}")
+        rows = [json.loads(l) for l in p.stdout.splitlines()][1:]
+        if len(rows) != 2 or not all(r.get("verified") is True for r in rows):
+            sys.exit(f"FAIL: {' '.join(cmd)}: rows {rows}")
+        shortest = min(r["seconds"] for r in rows)
+        if shortest >= 2 * timeout_s:
+            print(f"ok: write and read bw loops of {shortest:.1f} s and more with --timeout {timeout_s}")
+            return
+        if attempt < 3:
+            iters = int(iters * 3 * timeout_s / max(shortest, 0.1))
+    sys.exit(f"FAIL: no loop lasted {2 * timeout_s} s (the last run: {iters} iterations)")
+
+
 def main():
     base = ["--loopback", "--tests", ",".join(TESTS), "-s", ",".join(map(str, SIZES)), "-n", "200",
             "--timeout", "20"]
@@ -44,6 +72,7 @@ def main():
         else:
             for tls, alloc in (("sysv,posix,cma", "provider"), ("sysv,posix,cma", "user"), ("tcp", "provider")):
                 run([tool, "--alloc", alloc] + base, dict(env, UCX_TLS=tls, UCX_WARN_UNUSED_ENV_VARS="n"))
+    long_loop(sys.argv[1], env)
     print("OK")
 
 

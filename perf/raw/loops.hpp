@@ -42,19 +42,27 @@ using perf::tick_clock;
 using perf::ticks;
 
 // bw.hpp's loop: keeps `depth` operations in flight, posts them `list` at a
-// time, polls between posts; peak = the best window of about twenty.
-template <class Net>
+// time, polls between posts; peak = the best window of about twenty. Calls
+// `beat()` when a heartbeat is due (beat_timer), looking at the clock once
+// per 256 turns, as bw.hpp does for its heartbeat word.
+template <class Net, class Beat>
 bw_result bw_run(Net& net, test_kind t, std::uint64_t size, std::uint64_t count, std::uint64_t depth,
-                 std::uint64_t list, int timeout_s) {
+                 std::uint64_t list, int timeout_s, Beat&& beat) {
   const tick_clock& tc = ticks();
   const std::uint64_t window = std::max<std::uint64_t>(depth, count / 20);
   std::uint64_t posted = 0, completed = 0;
   bool stop = count == 0, recv_done = false;
-  deadline until(timeout_s);  // looked at only when a poll found nothing
+  // Looked at only when a poll found nothing; re-armed when it passes if
+  // anything completed since it was armed, so the loop fails after
+  // timeout_s to 2 * timeout_s without a completion, however long it runs.
+  deadline until(timeout_s);
+  std::uint64_t completed_when_armed = 0;
   const std::uint64_t t0 = tc.now();
   std::uint64_t window_start = t0, window_mark = window;
   double peak = 0;
-  while (!stop || completed < posted) {
+  beat_timer beats(timeout_s);
+  for (std::uint64_t turn = 1; !stop || completed < posted; ++turn) {
+    if ((turn & 255) == 0 && beats.due()) beat();
     while (!stop && posted - completed + list <= depth) {
       const std::uint64_t n = std::min(list, count - posted);
       const std::uint64_t went = net.post_rma(t, n);
@@ -64,7 +72,12 @@ bw_result bw_run(Net& net, test_kind t, std::uint64_t size, std::uint64_t count,
     }
     const std::uint64_t got = net.poll(recv_done);
     completed += got;
-    if (got == 0 && until.passed()) fail("no completion for " + std::to_string(timeout_s) + " s in the bandwidth loop");
+    if (got == 0 && until.passed()) {
+      if (completed == completed_when_armed)
+        fail("no completion for " + std::to_string(timeout_s) + " s in the bandwidth loop");
+      until = deadline(timeout_s);
+      completed_when_armed = completed;
+    }
     if (completed >= window_mark) {
       const std::uint64_t now = tc.now();
       const double secs = tc.seconds(now - window_start);
@@ -231,8 +244,9 @@ void run_steps(Net& net, channel& ch, const options& o, const perf::layout& lay,
     if (bw && !server) {
       const auto d = static_cast<std::uint64_t>(o.tx_depth);
       const auto l = static_cast<std::uint64_t>(o.post_list);
-      if (st.warmup) (void)bw_run(net, st.test, st.size, st.warmup, d, l, o.timeout_s);
-      bwr = bw_run(net, st.test, st.size, st.iters, d, l, o.timeout_s);
+      auto beat = [&] { ch.beat(); };
+      if (st.warmup) (void)bw_run(net, st.test, st.size, st.warmup, d, l, o.timeout_s, beat);
+      bwr = bw_run(net, st.test, st.size, st.iters, d, l, o.timeout_s, beat);
       if (st.test == test_kind::write) net.flush();
       ch.send_u64(bwr.iterations);
     } else if (bw) {
