@@ -55,10 +55,10 @@ class region_impl {
     d_ = nullptr;
   }
 
-  detail::domain_state* d_;
+  detail::domain_state* d_ = nullptr;
   remote_buffer rb_;
-  bool host_registered_;
-  bool exported_;
+  bool host_registered_ = false;
+  bool exported_ = false;
 };
 
 }  // namespace fabrix::cuda::ipc::detail

@@ -54,7 +54,7 @@ class region_impl {
     mr_ = nullptr;
   }
 
-  fid_mr* mr_;
+  fid_mr* mr_ = nullptr;
   remote_buffer rb_;
   detail::domain_state* d_ = nullptr;
   std::uint32_t slot_ = detail::no_slot;

@@ -51,8 +51,8 @@ class region_impl {
     memh_ = nullptr;
   }
 
-  detail::domain_state* d_;
-  ucp_mem_h memh_;
+  detail::domain_state* d_ = nullptr;
+  ucp_mem_h memh_ = nullptr;
   remote_buffer rb_;
 };
 
