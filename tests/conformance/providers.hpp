@@ -8,6 +8,8 @@
 // A provider header that defines FX_ANY_PROVIDER_ONLY (provider_plugin.hpp)
 // has no static provider: the suite runs on any_provider alone, and every
 // domain it opens is passed to its fxt::check_plugin_domain().
+// FX_STATIC_PROVIDER_ONLY (meson -Dconformance_any_provider=false, the CI's
+// sanitizer builds) compiles the static provider's cases alone.
 #pragma once
 
 #include "harness.hpp"
@@ -67,6 +69,8 @@ void with_ranks(int n, Body body, std::chrono::seconds limit = std::chrono::seco
 
 #ifdef FX_ANY_PROVIDER_ONLY
 #define FX_PROVIDERS fabrix::any_provider
+#elif defined(FX_STATIC_PROVIDER_ONLY)
+#define FX_PROVIDERS fxt::static_provider
 #else
 #define FX_PROVIDERS fxt::static_provider, fabrix::any_provider
 #endif
