@@ -17,7 +17,7 @@ using fabrix::status;
 namespace {
 constexpr std::size_t key_block = 64 * 1024, piece = 4096, pieces = key_block / piece;
 constexpr std::size_t regions = 80, each = 256;
-constexpr std::uint32_t done_imm = 77;
+constexpr std::uint32_t imported_done_imm = 77;
 }  // namespace
 
 TEST_CASE_TEMPLATE("conformance: imported remote keys move bytes and keep every check", P, FX_PROVIDERS) {
@@ -113,9 +113,9 @@ TEST_CASE_TEMPLATE("conformance: imported remote keys move bytes and keep every 
       auto again = qp.import(peers[1]);
       FX_CHECK(again.has_value());
       fxt::fill(src.data(), 8, 90);
-      env.complete_ok(qp.write_with_imm(ms.slice(0, 8), again->slice(key_block + 16, 8), done_imm, 8), 8);
+      env.complete_ok(qp.write_with_imm(ms.slice(0, 8), again->slice(key_block + 16, 8), imported_done_imm, 8), 8);
     } else {
-      FX_CHECK(env.next_notify().imm == done_imm);
+      FX_CHECK(env.next_notify().imm == imported_done_imm);
       for (std::size_t i = 0; i < pieces; ++i)
         FX_CHECK(fxt::first_mismatch(buf.data() + i * piece, piece, 30 + i) == piece);
       if constexpr (P::caps.atomics) {

@@ -15,7 +15,7 @@ using fabrix::status;
 
 namespace {
 
-struct pair_fixture : fake::pair_fixture {
+struct options_fixture : fake::pair_fixture {
   op_options last() { return fabrix::detail::provider_impl(qp).last_options(); }
   std::size_t drain() {
     fabrix::completion c[64];
@@ -26,7 +26,7 @@ struct pair_fixture : fake::pair_fixture {
 }  // namespace
 
 TEST_CASE("options: recv and flush cannot be unsignaled; unknown bits and a fenced recv are refused") {
-  pair_fixture f;
+  options_fixture f;
   const auto rb = f.md.remote();
   CHECK(f.qp.post(fabrix::op::flush(1)) == status::ok);
   auto flush = fabrix::op::flush(2);
@@ -44,7 +44,7 @@ TEST_CASE("options: recv and flush cannot be unsignaled; unknown bits and a fenc
 }
 
 TEST_CASE("options: unsignaled operations give no completion and are counted; signaled ones still complete") {
-  pair_fixture f;
+  options_fixture f;
   const auto rb = f.md.remote();
   for (int i = 0; i < 8; ++i) f.src[i] = std::byte(i + 1);
   CHECK(f.qp.write(f.ms.slice(0, 8), rb.slice(0, 8), 1, op_options::unsignaled) == status::ok);
@@ -60,7 +60,7 @@ TEST_CASE("options: unsignaled operations give no completion and are counted; si
 }
 
 TEST_CASE("options: a queue pair's defaults apply where they fit, never to awaited operations") {
-  pair_fixture f;
+  options_fixture f;
   const auto rb = f.md.remote();
   f.qp.set_default_options(op_options::unsignaled | op_options::delivered | op_options::fence);
   CHECK(f.qp.default_options() == (op_options::unsignaled | op_options::delivered));  // fence is never a default
@@ -84,7 +84,7 @@ TEST_CASE("options: a queue pair's defaults apply where they fit, never to await
 }
 
 TEST_CASE("options: fence() marks the next operation that is not a recv, once") {
-  pair_fixture f;
+  options_fixture f;
   const auto rb = f.md.remote();
   f.qp.fence();
   f.qp.fence();
