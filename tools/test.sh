@@ -99,14 +99,13 @@ meson setup build-ci -Dwerror=true -Doptimization=1 -Ddebug=true -Dcpp_args=-g1 
 # nothing from ASan or UBSan (no access is optimized away); the warnings
 # that need optimization stay errors in the main build (-O1 -Werror). The
 # slowest test at -O0, fuzz_bootstrap_wire's 2,000,000 inputs, took 49 s of
-# its 300. TSan stays at -O1 (its manual's advice; at -O0 its tests, which
-# run the conformance suites, would slow more than its 280 s of compiling
-# could gain). UBSan's null and alignment checks
-# instrument every dereference and more than double the compile time of a
-# templated test; here a null dereference is already ASan's SEGV report, x86
-# does not fault on misaligned loads, and the wire decoders (where alignment
-# matters) keep every UBSan check under libFuzzer (tools/fuzz.sh). vptr needs
-# RTTI checks fabrix has no use for.
+# its 300. TSan stays at -O1, as its manual advises (not tried at -O0: its
+# build is 280 s of CPU, its tests run the conformance suites).
+# UBSan's null and alignment checks instrument every dereference and more
+# than double the compile time of a templated test; here a null dereference
+# is already ASan's SEGV report, x86 does not fault on misaligned loads, and
+# the wire decoders (where alignment matters) keep every UBSan check under
+# libFuzzer (tools/fuzz.sh). vptr needs RTTI checks fabrix has no use for.
 # Both sanitizer builds compile each conformance case for the provider's
 # static type only (-Dconformance_any_provider=false): any_provider forwards
 # the same calls whatever the provider, the main build runs every case
